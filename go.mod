@@ -1,0 +1,12 @@
+module github.com/daytonaworker/daytona-worker
+
+go 1.26
+
+require (
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/coder/websocket v1.8.15 // indirect
+	github.com/creack/pty v1.1.24 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/sourcegraph/jsonrpc2 v0.2.3 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
+)
