@@ -1,0 +1,31 @@
+# daytona-worker — see README.md. Every target installs what it needs itself.
+GO ?= go
+BIN := bin/daytona-worker
+
+.PHONY: build test package demo bench fuzz clean
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/daytona-worker
+	CGO_ENABLED=0 $(GO) build -trimpath -o bin/daytona-sim ./cmd/daytona-sim
+
+# The README's test command: vet, staticcheck, race tests, real-host interop.
+test:
+	bash scripts/test.sh
+
+# Cross-compiled binaries + npm pack (PROFILE=compat-2026.916 by default).
+package:
+	bash scripts/package.sh
+
+# A full lease lifecycle against the emulator (or real Daytona with DAYTONA_API_KEY).
+demo:
+	bash scripts/demo.sh
+
+bench:
+	bash scripts/bench.sh
+
+fuzz:
+	$(GO) test ./rpc -run '^$$' -fuzz FuzzReader -fuzztime $${FUZZTIME:-60s}
+	$(GO) test ./rpc -run '^$$' -fuzz FuzzDispatch -fuzztime $${FUZZTIME:-60s}
+
+clean:
+	rm -rf bin dist npm/bin npm/manifest.js npm/*.tgz
