@@ -9,4 +9,5 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/sourcegraph/jsonrpc2 v0.2.3 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
