@@ -1,0 +1,120 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// JSON-RPC and Paperclip error codes (protocol.md §5.1).
+const (
+	CodeParseError           int64 = -32700
+	CodeInvalidRequest       int64 = -32600
+	CodeMethodNotFound       int64 = -32601
+	CodeInvalidParams        int64 = -32602
+	CodeInternalError        int64 = -32603
+	CodeWorkerUnavailable    int64 = -32000
+	CodeCapabilityDenied     int64 = -32001
+	CodeWorkerError          int64 = -32002
+	CodeTimeout              int64 = -32003
+	CodeMethodNotImplemented int64 = -32004
+	CodeInvocationScope      int64 = -32005
+	CodeUnknown              int64 = -32099
+)
+
+// Error is a JSON-RPC error object. Handlers return it (or wrap it with %w) to
+// choose the code and the structured data the host receives; any other error
+// becomes CodeWorkerError with the error's text as message, as the Paperclip
+// SDK does. Message and Data reach the host and its logs: never put secrets in
+// them.
+type Error struct {
+	Code    int64
+	Message string
+	// Data is marshalled into error.data when non-nil (e.g. the
+	// environment-creation-cleanup envelope).
+	Data any
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Is reports whether target is an *Error with the same code, so sentinel
+// errors such as ErrInvalidParams match any message.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	if errors.As(target, &t) {
+		return t.Code == e.Code && (t.Message == "" || t.Message == e.Message)
+	}
+	return false
+}
+
+// Sentinels for errors.Is: they match every *Error with their code.
+var (
+	ErrInvalidParams  = &Error{Code: CodeInvalidParams}
+	ErrMethodNotFound = &Error{Code: CodeMethodNotFound}
+	ErrWorkerError    = &Error{Code: CodeWorkerError}
+)
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code int64, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// InvalidParams returns a CodeInvalidParams error.
+func InvalidParams(format string, args ...any) *Error {
+	return Errorf(CodeInvalidParams, format, args...)
+}
+
+// Coded lets packages that do not import rpc choose a JSON-RPC code for their
+// typed errors.
+type Coded interface {
+	error
+	RPCCode() int64
+}
+
+// DataCarrier lets a typed error attach structured error.data.
+type DataCarrier interface {
+	error
+	RPCData() any
+}
+
+// wireError converts a handler's error to the object sent to the host.
+func wireError(err error) *wireErr {
+	var e *Error
+	out := &wireErr{Code: CodeWorkerError, Message: err.Error()}
+	var data any
+	switch {
+	case errors.As(err, &e):
+		out.Code = e.Code
+		data = e.Data
+	default:
+		var c Coded
+		if errors.As(err, &c) {
+			out.Code = c.RPCCode()
+		}
+	}
+	if data == nil {
+		var d DataCarrier
+		if errors.As(err, &d) {
+			data = d.RPCData()
+		}
+	}
+	if out.Message == "" {
+		out.Message = "worker error"
+	}
+	if errors.Is(err, context.DeadlineExceeded) && out.Code == CodeWorkerError {
+		out.Message = "operation timed out: " + out.Message
+	}
+	if data != nil {
+		if b, merr := json.Marshal(data); merr == nil {
+			out.Data = b
+		}
+	}
+	return out
+}
+
+type wireErr struct {
+	Code    int64           `json:"code"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}

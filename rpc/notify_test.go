@@ -1,0 +1,119 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf16"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestCallToHostEchoesInvocationAndTimesOut(t *testing.T) {
+	reg := NewRegistry()
+	reg.Register("askHost", func(ctx context.Context, p json.RawMessage) (any, error) {
+		var res map[string]any
+		if err := Call(ctx, "log", map[string]any{"level": "info", "message": "hi"}, &res); err != nil {
+			return nil, err
+		}
+		return res, nil
+	})
+	reg.Register("askHostBriefly", func(ctx context.Context, p json.RawMessage) (any, error) {
+		ctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		defer cancel()
+		return nil, Call(ctx, "config.get", map[string]any{}, nil)
+	})
+	p := startPeer(t, reg, Options{})
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"askHost","paperclipInvocation":{"id":"inv-1","scope":{"companyId":"c1"}}}`)
+	call := p.recv()
+	require.Equal(t, "log", call["method"])
+	require.Equal(t, "inv-1", call["paperclipInvocationId"])
+	hostID := call["id"].(json.Number)
+	// An answer with an id the worker never used is dropped, not fatal.
+	p.send(`{"jsonrpc":"2.0","id":"bogus","result":{}}`)
+	p.send(`{"jsonrpc":"2.0","id":` + hostID.String() + `,"result":{"ok":1}}`)
+	m := p.recv()
+	require.Equal(t, json.Number("1"), m["id"])
+	require.Equal(t, map[string]any{"ok": json.Number("1")}, m["result"])
+
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"askHostBriefly"}`)
+	require.Equal(t, "config.get", p.recv()["method"]) // never answered
+	m = p.recv()
+	require.Equal(t, json.Number("2"), m["id"])
+	require.Contains(t, m["error"].(map[string]any)["message"], "host did not answer config.get")
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"health"}`)
+	require.Equal(t, json.Number("3"), p.recv()["id"])
+}
+
+func TestExecuteLogOrderingSplittingAndAfterAnswer(t *testing.T) {
+	late := make(chan error, 1)
+	proceed := make(chan struct{})
+	reg := NewRegistry()
+	big := strings.Repeat("é", MaxLogChunkChars) + "😀tail" // > one chunk; an astral rune counts 2
+	reg.Register("execute", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		require.Error(t, ExecuteLog(ctx, "stdin", "x"))
+		require.NoError(t, ExecuteLog(ctx, Stdout, ""))
+		require.NoError(t, ExecuteLog(ctx, Stdout, "one\n"))
+		require.NoError(t, ExecuteLog(ctx, Stderr, "two\n"))
+		require.NoError(t, ExecuteLog(ctx, Stdout, big))
+		go func() { <-proceed; late <- ExecuteLog(ctx, Stdout, "late") }()
+		return map[string]any{"exitCode": 0}, nil
+	})
+	p := startPeer(t, reg, Options{})
+	p.send(`{"jsonrpc":"2.0","id":7,"method":"execute","paperclipInvocation":{"id":"inv-7"}}`)
+	var got []map[string]any
+	for {
+		m := p.recv()
+		if _, ok := m["id"]; ok {
+			require.Equal(t, json.Number("7"), m["id"])
+			break
+		}
+		require.Equal(t, "execute.log", m["method"])
+		require.Equal(t, "inv-7", m["paperclipInvocationId"])
+		got = append(got, m["params"].(map[string]any))
+	}
+	close(proceed)
+	require.ErrorIs(t, <-late, ErrAnswered)
+	require.Len(t, got, 4)
+	require.Equal(t, map[string]any{"stream": "stdout", "chunk": "one\n"}, got[0])
+	require.Equal(t, map[string]any{"stream": "stderr", "chunk": "two\n"}, got[1])
+	var rebuilt string
+	for _, g := range got[2:] {
+		c := g["chunk"].(string)
+		require.LessOrEqual(t, len(utf16.Encode([]rune(c))), MaxLogChunkChars)
+		rebuilt += c
+	}
+	require.Equal(t, big, rebuilt)
+}
+
+func TestExecuteLogNeedsInvocation(t *testing.T) {
+	reg := NewRegistry()
+	reg.Register("execute", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		return nil, ExecuteLog(ctx, Stdout, "x")
+	})
+	p := startPeer(t, reg, Options{})
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"execute"}`)
+	require.Contains(t, p.recv()["error"].(map[string]any)["message"], "paperclipInvocation")
+	require.ErrorIs(t, ExecuteLog(context.Background(), Stdout, "x"), ErrNotServing)
+}
+
+func TestSplitChars(t *testing.T) {
+	for _, c := range []struct {
+		in        string
+		max       int
+		head      string
+		headUnits int
+	}{
+		{"abc", 2, "ab", 2},
+		{"aé😀b", 3, "aé", 2},
+		{"😀😀", 3, "😀", 2},
+		{"😀", 1, "😀", 2}, // always at least one rune
+		{"a\xffb", 2, "a\xff", 2},
+	} {
+		head, units := splitChars(c.in, c.max)
+		require.Equal(t, c.head, head, "%q", c.in)
+		require.Equal(t, c.headUnits, units, "%q", c.in)
+	}
+}
