@@ -1,0 +1,224 @@
+package provider
+
+import (
+	"fmt"
+	"maps"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// Labels and names on Daytona (plugin-behavior.md §3.2, §3.3, §3.6, §13.2).
+// A sandbox's name and labels are the only proof that it is ours: nothing is
+// deleted unless its name and every ownership label were verified. The keys
+// and values are identical to the TypeScript plugin's so that either plugin
+// can clean up after the other.
+
+// Label keys the plugin sets on sandboxes.
+const (
+	LabelProvider        = "paperclip-provider"          // always ProviderLabelValue
+	LabelCompanyID       = "paperclip-company-id"        // always
+	LabelEnvironmentID   = "paperclip-environment-id"    // always
+	LabelReuseLease      = "paperclip-reuse-lease"       // always "true" or "false"
+	LabelRunID           = "paperclip-run-id"            // when the request has a runId
+	LabelSetupSessionID  = "paperclip-setup-session-id"  // interactive setup
+	LabelPurpose         = "paperclip-purpose"           // when a purpose applies
+	LabelCreateAttempt   = "paperclip-create-attempt"    // every create: the attempt UUID
+	LabelTaskWorkspaceID = "paperclip-task-workspace-id" // services branch only
+)
+
+// Label values and name parts.
+const (
+	// ProviderLabelValue is the value of LabelProvider (the driver key).
+	ProviderLabelValue = "daytona"
+	// PurposeInteractiveSetup and PurposeRuntimeService are LabelPurpose
+	// values.
+	PurposeInteractiveSetup = "interactive_setup"
+	PurposeRuntimeService   = "runtime_service"
+	// CreationNamePrefix starts every sandbox name the plugin creates; the
+	// attempt id follows.
+	CreationNamePrefix = "paperclip-create-"
+	// MaxEnvelopeLabels is the most labels the host accepts in a cleanup
+	// envelope (§3.6).
+	MaxEnvelopeLabels = 16
+	// MaxEnvelopeIDLength is the longest id the envelope accepts.
+	MaxEnvelopeIDLength = 200
+	// MaxAttemptIDLength keeps CreationName(attemptID) within
+	// MaxEnvelopeIDLength, since the name is the envelope's providerLeaseId.
+	MaxAttemptIDLength = MaxEnvelopeIDLength - len(CreationNamePrefix)
+)
+
+// LabelError reports a label set the host's envelope validator would reject
+// (§3.6). It names the offending key (quoted and shortened) and the reason,
+// never the value: values come from callers and may be hostile or large.
+type LabelError struct {
+	Key    string // "" when the problem is the set as a whole
+	Reason string
+}
+
+func (e *LabelError) Error() string {
+	if e.Key == "" {
+		return "invalid Daytona sandbox labels: " + e.Reason
+	}
+	return fmt.Sprintf("invalid Daytona sandbox label %s: %s", quoteShort(e.Key), e.Reason)
+}
+
+// OwnershipError reports that a sandbox's labels do not carry an expected
+// ownership label with the exact value. Label names the first mismatching key
+// (in sorted order); values are not included.
+type OwnershipError struct {
+	Label string
+}
+
+func (e *OwnershipError) Error() string {
+	if e.Label == "" {
+		return "Daytona sandbox ownership cannot be verified without ownership labels"
+	}
+	return fmt.Sprintf("Daytona sandbox label %s does not match the expected ownership value", quoteShort(e.Label))
+}
+
+// quoteShort quotes a caller-supplied string for an error message, cut to a
+// bounded length so hostile input cannot bloat errors or logs.
+func quoteShort(s string) string {
+	const limit = 64
+	if len(s) > limit {
+		s = s[:limit] + "…"
+	}
+	return fmt.Sprintf("%q", s)
+}
+
+// IsEnvelopeID reports whether s matches ^[A-Za-z0-9_-]{1,200}$, the shape the
+// host requires of every envelope id and label value (§3.6).
+func IsEnvelopeID(s string) bool {
+	if len(s) == 0 || len(s) > MaxEnvelopeIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// IsLabelKey reports whether k matches ^paperclip-[a-z-]+$ (§3.6). Digits and
+// upper case are not allowed.
+func IsLabelKey(k string) bool {
+	rest, ok := strings.CutPrefix(k, "paperclip-")
+	if !ok || rest == "" {
+		return false
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if !(c >= 'a' && c <= 'z' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidateLabels checks a label set against the host's envelope rules (§3.6):
+// at most 16 labels, keys ^paperclip-[a-z-]+$, values ^[A-Za-z0-9_-]{1,200}$.
+// It returns a *LabelError for the first problem (keys checked in sorted
+// order, so the result is deterministic).
+func ValidateLabels(labels map[string]string) error {
+	if len(labels) > MaxEnvelopeLabels {
+		return &LabelError{Reason: fmt.Sprintf("%d labels exceed the limit of %d", len(labels), MaxEnvelopeLabels)}
+	}
+	for _, k := range sortedKeysUTF16(labels) {
+		if !IsLabelKey(k) {
+			return &LabelError{Key: k, Reason: "key must match ^paperclip-[a-z-]+$"}
+		}
+		if !IsEnvelopeID(labels[k]) {
+			return &LabelError{Key: k, Reason: "value must be 1 to 200 characters of A-Z, a-z, 0-9, _ or -"}
+		}
+	}
+	return nil
+}
+
+// NewAttemptID returns a fresh random attempt id (a lowercase UUID), used
+// when the host supplies no creation-operation id (§3.3, §13.2).
+func NewAttemptID() string { return uuid.NewString() }
+
+// CreationName is the provider name of a creation attempt:
+// "paperclip-create-<attemptID>" (§3.3). Callers validate attemptID through
+// OwnershipLabels, which every create goes through.
+func CreationName(attemptID string) string { return CreationNamePrefix + attemptID }
+
+// AttemptIDFromCreationName is the inverse of CreationName: it returns the
+// attempt id of a creation name whose id is envelope-shaped, and ok=false for
+// any other name.
+func AttemptIDFromCreationName(name string) (attemptID string, ok bool) {
+	id, found := strings.CutPrefix(name, CreationNamePrefix)
+	if !found || !IsEnvelopeID(id) || len(id) > MaxAttemptIDLength {
+		return "", false
+	}
+	return id, true
+}
+
+// OwnershipLabels returns a new map with the ownership labels of a creation
+// attempt (§3.2): provider, company, environment, reuse flag, create attempt,
+// and the run id when runID is non-empty. Every value must be envelope-shaped
+// (§3.6) — otherwise the host could not read the cleanup envelope for this
+// sandbox — and attemptID must also fit CreationName within 200 characters;
+// a *LabelError says which label is wrong.
+//
+// Each call returns a fresh map. Send a copy (CopyLabels) to Daytona — the
+// SDKs add labels such as code-toolbox-language to the map they are given —
+// and keep this one for ownership checks.
+func OwnershipLabels(companyID, environmentID, runID, attemptID string, reuse bool) (map[string]string, error) {
+	labels := map[string]string{
+		LabelProvider:      ProviderLabelValue,
+		LabelCompanyID:     companyID,
+		LabelEnvironmentID: environmentID,
+		LabelReuseLease:    "false",
+		LabelCreateAttempt: attemptID,
+	}
+	if reuse {
+		labels[LabelReuseLease] = "true"
+	}
+	if runID != "" {
+		labels[LabelRunID] = runID
+	}
+	if err := ValidateLabels(labels); err != nil {
+		return nil, err
+	}
+	if len(attemptID) > MaxAttemptIDLength {
+		return nil, &LabelError{Key: LabelCreateAttempt, Reason: fmt.Sprintf("value must be at most %d characters to fit the sandbox name", MaxAttemptIDLength)}
+	}
+	return labels, nil
+}
+
+// CopyLabels returns an independent copy of labels (never nil, never the
+// same map).
+func CopyLabels(labels map[string]string) map[string]string {
+	out := make(map[string]string, len(labels))
+	maps.Copy(out, labels)
+	return out
+}
+
+// VerifyOwnershipLabels checks that actual (a sandbox's labels as Daytona
+// reports them) contains every label of expected with exactly the same
+// value; extra labels on the sandbox are fine. expected must be a valid
+// label set (ValidateLabels) that includes paperclip-provider=daytona: an
+// empty or foreign expectation proves nothing, so it fails too. The error is
+// an *OwnershipError or a *LabelError. Neither map is modified.
+func VerifyOwnershipLabels(expected, actual map[string]string) error {
+	if len(expected) == 0 {
+		return &OwnershipError{}
+	}
+	if err := ValidateLabels(expected); err != nil {
+		return err
+	}
+	if expected[LabelProvider] != ProviderLabelValue {
+		return &OwnershipError{Label: LabelProvider}
+	}
+	for _, k := range sortedKeysUTF16(expected) {
+		got, ok := actual[k]
+		if !ok || got != expected[k] {
+			return &OwnershipError{Label: k}
+		}
+	}
+	return nil
+}
