@@ -51,8 +51,9 @@ type Client struct {
 	source    string
 	hc        *http.Client
 
-	retry RetryPolicy
-	poll  func() backoff.BackOff
+	retry     RetryPolicy
+	poll      func() backoff.BackOff
+	jsonLimit int64 // bound of decoded JSON answers (maxJSONBody; tests lower it)
 
 	mu      sync.Mutex
 	secrets []string // learned tokens to redact (preview tokens, signed URLs)
@@ -248,7 +249,8 @@ func NewClient(opts ...Option) (*Client, error) {
 			MaxRetryAfter: 60 * time.Second,
 			Sleep:         sleepCtx,
 		},
-		poll: defaultPollBackOff,
+		poll:      defaultPollBackOff,
+		jsonLimit: maxJSONBody,
 	}
 	if err := WithAPIURL(DefaultAPIURL)(c); err != nil {
 		return nil, err
@@ -564,7 +566,7 @@ func (c *Client) do(ctx context.Context, cl *call, out any) (*Response, error) {
 	}
 	limit := cl.limit
 	if limit <= 0 {
-		limit = maxJSONBody
+		limit = c.jsonLimit
 	}
 	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
 	if err := json.NewDecoder(lr).Decode(out); err != nil {

@@ -266,7 +266,7 @@ func (b *BulkDownload) Next() (*DownloadedFile, error) {
 		return nil, fmt.Errorf("%w: %s: %s", ErrMalformedResponse, rBulkDownload, b.client.redact(err.Error()))
 	}
 	b.seen++
-	f := &DownloadedFile{Path: p.FileName()}
+	f := &DownloadedFile{Path: partFileName(p)}
 	switch p.FormName() {
 	case "error":
 		raw, _ := io.ReadAll(io.LimitReader(p, maxErrorPart))
@@ -297,6 +297,17 @@ func (b *BulkDownload) Next() (*DownloadedFile, error) {
 	}
 	b.cur = f
 	return f, nil
+}
+
+// partFileName returns the full filename of a part (Part.FileName keeps
+// only the base name; the daemon sends the requested path, also as
+// filename*=utf-8''… which mime decodes).
+func partFileName(p *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(p.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
 }
 
 // Close releases the answer.

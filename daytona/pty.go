@@ -294,8 +294,10 @@ func (p *PTYConn) WriteContext(ctx context.Context, b []byte) (int, error) {
 	return n, nil
 }
 
-// Close detaches from the PTY (the process keeps running).
+// Close detaches from the PTY (the process keeps running). Closing an
+// already ended connection is not an error.
 func (p *PTYConn) Close() error {
 	p.cancel()
-	return p.conn.CloseNow()
+	_ = p.conn.CloseNow()
+	return nil
 }
