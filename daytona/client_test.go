@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +42,10 @@ func newFixture(t *testing.T, opts ...Option) *fixture {
 		t.Errorf("unexpected request %s %s", r.Method, r.URL.Path)
 		http.Error(w, "unexpected", http.StatusTeapot)
 	})
-	f.srv = httptest.NewServer(f.mux)
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.checkRoute(r)
+		f.mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(f.srv.Close)
 	base := []Option{
 		WithAPIURL(f.srv.URL + "/api"),
@@ -55,6 +59,35 @@ func newFixture(t *testing.T, opts ...Option) *fixture {
 	f.c = c
 	f.ref = SandboxRef{ID: "sb-1", ToolboxProxyURL: f.srv.URL + "/toolbox/"}
 	return f
+}
+
+// checkRoute proves that the request matches a route of the client's
+// table (method, template, declared query parameters): together with
+// TestFidelityRoutes this shows every request the client sends exists in
+// the OpenAPI documents.
+func (f *fixture) checkRoute(r *http.Request) {
+	p := r.URL.EscapedPath()
+	var rel string
+	switch {
+	case strings.HasPrefix(p, "/api/"):
+		rel = strings.TrimPrefix(p, "/api")
+	case strings.HasPrefix(p, "/toolbox/"):
+		parts := strings.SplitN(strings.TrimPrefix(p, "/toolbox/"), "/", 2)
+		if len(parts) == 2 {
+			rel = "/" + parts[1]
+		}
+	}
+	ws := strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+	rt := matchRoute(r.Method, rel, ws)
+	if rt == nil {
+		f.t.Errorf("request %s %s (ws=%v) matches no route of the client's table", r.Method, p, ws)
+		return
+	}
+	for k := range r.URL.Query() {
+		if !slices.Contains(rt.query, k) {
+			f.t.Errorf("request %s %s: query parameter %q not declared on %s", r.Method, p, k, rt)
+		}
+	}
 }
 
 // sleep records the delay and returns at once (or the ctx error).

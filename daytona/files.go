@@ -301,7 +301,7 @@ func (b *BulkDownload) Next() (*DownloadedFile, error) {
 
 // partFileName returns the full filename of a part (Part.FileName keeps
 // only the base name; the daemon sends the requested path, also as
-// filename*=utf-8''… which mime decodes).
+// filename*=utf-8”… which mime decodes).
 func partFileName(p *multipart.Part) string {
 	_, params, err := mime.ParseMediaType(p.Header.Get("Content-Disposition"))
 	if err != nil {

@@ -36,7 +36,8 @@ type route struct {
 	tmpl   string // OpenAPI path template, e.g. /sandbox/{sandboxIdOrName}
 	api    apiKind
 	retry  retryClass
-	ws     bool // WebSocket upgrade (GET)
+	ws     bool     // WebSocket upgrade (GET)
+	query  []string // query parameters the client may send
 
 	// reqSchema/respSchema name the OpenAPI component schema of the JSON
 	// request/response body, and req/resp are zero values of the Go types
@@ -89,14 +90,17 @@ var (
 	rGetSandbox = newRoute(route{name: "getSandbox", method: "GET", tmpl: "/sandbox/{sandboxIdOrName}", retry: retryIdempotent,
 		respSchema: "Sandbox", resp: Sandbox{}})
 	rListSandboxes = newRoute(route{name: "listSandboxes", method: "GET", tmpl: "/sandbox", retry: retryIdempotent,
+		query:      []string{"labels", "states", "name", "limit", "cursor"},
 		respSchema: "ListSandboxesResponse", resp: SandboxPage{}})
 	rDeleteSandbox = newRoute(route{name: "deleteSandbox", method: "DELETE", tmpl: "/sandbox/{sandboxIdOrName}", retry: retryIdempotent,
 		respSchema: "Sandbox", resp: Sandbox{}})
 	rStartSandbox = newRoute(route{name: "startSandbox", method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/start", retry: retryRateLimited,
 		respSchema: "Sandbox", resp: Sandbox{}})
 	rStopSandbox = newRoute(route{name: "stopSandbox", method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/stop", retry: retryRateLimited,
+		query:      []string{"force"},
 		respSchema: "Sandbox", resp: Sandbox{}})
 	rRecoverSandbox = newRoute(route{name: "recoverSandbox", method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/recover", retry: retryRateLimited,
+		query:      []string{"skipStart"},
 		respSchema: "Sandbox", resp: Sandbox{}})
 	rArchiveSandbox = newRoute(route{name: "archiveSandbox", method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/archive", retry: retryRateLimited,
 		respSchema: "Sandbox", resp: Sandbox{}})
@@ -118,6 +122,7 @@ var (
 	rPreviewURL   = newRoute(route{name: "getPortPreviewUrl", method: "GET", tmpl: "/sandbox/{sandboxIdOrName}/ports/{port}/preview-url", retry: retryIdempotent,
 		respSchema: "PortPreviewUrl", resp: PreviewURL{}})
 	rSignedPreviewURL = newRoute(route{name: "getSignedPortPreviewUrl", method: "GET", tmpl: "/sandbox/{sandboxIdOrName}/ports/{port}/signed-preview-url", retry: retryIdempotent,
+		query:      []string{"expiresInSeconds"},
 		respSchema: "SignedPortPreviewUrl", resp: SignedPreviewURL{}})
 	rToolboxProxyURL = newRoute(route{name: "getToolboxProxyUrl", method: "GET", tmpl: "/sandbox/{sandboxId}/toolbox-proxy-url", retry: retryIdempotent,
 		respSchema: "ToolboxProxyUrl", resp: urlBody{}})
@@ -142,21 +147,23 @@ var (
 		respSchema: "Command", resp: Command{}})
 	rCommandLogs = newRoute(route{name: "getSessionCommandLogs", method: "GET", tmpl: "/process/session/{sessionId}/command/{commandId}/logs", api: toolboxAPI, retry: retryIdempotent,
 		respSchema: "SessionCommandLogsResponse", resp: CommandLogs{}})
-	rFollowLogs = newRoute(route{name: "followSessionCommandLogs", method: "GET", tmpl: "/process/session/{sessionId}/command/{commandId}/logs", api: toolboxAPI, ws: true})
+	rFollowLogs = newRoute(route{name: "followSessionCommandLogs", method: "GET", tmpl: "/process/session/{sessionId}/command/{commandId}/logs", api: toolboxAPI, ws: true, query: []string{"follow"}})
 	rSendInput  = newRoute(route{name: "sendInput", method: "POST", tmpl: "/process/session/{sessionId}/command/{commandId}/input", api: toolboxAPI, retry: retryNever,
 		reqSchema: "SessionSendInputRequest", req: inputBody{}})
 
 	rBulkUpload   = newRoute(route{name: "uploadFiles", method: "POST", tmpl: "/files/bulk-upload", api: toolboxAPI, retry: retryNever})
-	rDownload     = newRoute(route{name: "downloadFile", method: "GET", tmpl: "/files/download", api: toolboxAPI, retry: retryIdempotent})
+	rDownload     = newRoute(route{name: "downloadFile", method: "GET", tmpl: "/files/download", api: toolboxAPI, retry: retryIdempotent, query: []string{"path"}})
 	rBulkDownload = newRoute(route{name: "downloadFiles", method: "POST", tmpl: "/files/bulk-download", api: toolboxAPI, retry: retryRateLimited,
 		reqSchema: "FilesDownloadRequest", req: bulkDownloadBody{}})
-	rCreateFolder = newRoute(route{name: "createFolder", method: "POST", tmpl: "/files/folder", api: toolboxAPI, retry: retryRateLimited})
+	rCreateFolder = newRoute(route{name: "createFolder", method: "POST", tmpl: "/files/folder", api: toolboxAPI, retry: retryRateLimited, query: []string{"path", "mode"}})
 	rFileInfo     = newRoute(route{name: "getFileInfo", method: "GET", tmpl: "/files/info", api: toolboxAPI, retry: retryIdempotent,
+		query:      []string{"path"},
 		respSchema: "FileInfo", resp: FileInfo{}})
 	rListFiles = newRoute(route{name: "listFiles", method: "GET", tmpl: "/files", api: toolboxAPI, retry: retryIdempotent,
+		query:      []string{"path"},
 		respSchema: "FileInfo", resp: FileInfo{}})
-	rDeleteFile     = newRoute(route{name: "deleteFile", method: "DELETE", tmpl: "/files", api: toolboxAPI, retry: retryIdempotent})
-	rSetPermissions = newRoute(route{name: "setFilePermissions", method: "POST", tmpl: "/files/permissions", api: toolboxAPI, retry: retryRateLimited})
+	rDeleteFile     = newRoute(route{name: "deleteFile", method: "DELETE", tmpl: "/files", api: toolboxAPI, retry: retryIdempotent, query: []string{"path", "recursive"}})
+	rSetPermissions = newRoute(route{name: "setFilePermissions", method: "POST", tmpl: "/files/permissions", api: toolboxAPI, retry: retryRateLimited, query: []string{"path", "mode", "owner", "group"}})
 
 	rCreatePTY = newRoute(route{name: "createPtySession", method: "POST", tmpl: "/process/pty", api: toolboxAPI, retry: retryNever,
 		reqSchema: "PtyCreateRequest", req: PTYCreateRequest{}, respSchema: "PtyCreateResponse", resp: ptyCreateResponse{}})
