@@ -1,0 +1,903 @@
+package daytonatest
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+)
+
+var apiRoutes = mkRoutes([]route{
+	{method: "GET", tmpl: "/sandbox", h: apiList},
+	{method: "POST", tmpl: "/sandbox", h: apiCreate},
+	{method: "GET", tmpl: "/sandbox/paginated", h: apiListPaginated},
+	{method: "GET", tmpl: "/sandbox/{sandboxIdOrName}", h: apiGet},
+	{method: "DELETE", tmpl: "/sandbox/{sandboxIdOrName}", h: apiDelete},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/start", h: apiStart},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/stop", h: apiStop},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/recover", h: apiRecover},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/archive", h: apiArchive},
+	{method: "PUT", tmpl: "/sandbox/{sandboxIdOrName}/labels", h: apiLabels},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autostop/{interval}", h: apiInterval("autostop")},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autoarchive/{interval}", h: apiInterval("autoarchive")},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autodelete/{interval}", h: apiInterval("autodelete")},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/public/{isPublic}", h: apiPublic},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/network-settings", h: apiNetwork},
+	{method: "POST", tmpl: "/sandbox/{sandboxId}/last-activity", h: apiLastActivity},
+	{method: "GET", tmpl: "/sandbox/{sandboxId}/toolbox-proxy-url", h: apiToolboxURL},
+	{method: "GET", tmpl: "/sandbox/{sandboxIdOrName}/ports/{port}/preview-url", h: apiPreviewURL},
+})
+
+// serveAPI dispatches a control-plane request; rel is the path after /api.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rel string) {
+	rt, params, _ := matchRoute(apiRoutes, r.Method, rel)
+	if rt == nil {
+		rec := s.logRequest(planeAPI, r.Method, rel, rel, "")
+		sw := &statusWriter{ResponseWriter: w}
+		writeAPIError(sw, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
+		s.finishRequest(rec, sw)
+		return
+	}
+	var sb *sandbox
+	name := ""
+	key := params["sandboxIdOrName"]
+	if key == "" {
+		key = params["sandboxId"]
+	}
+	if key != "" {
+		s.mu.Lock()
+		sb = s.lookupLocked(key)
+		if sb != nil {
+			name = sb.name
+		} else if old, ok := s.sandboxes[key]; ok {
+			name = old.name
+		}
+		s.mu.Unlock()
+	}
+	if rt.tmpl == "/sandbox" && r.Method == "POST" {
+		// Peek at the requested name so Fault.Sandbox can target a create.
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var peek struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(body, &peek)
+		name = peek.Name
+	}
+	if !bearerOK(r, s.cfg.apiKey) {
+		rec := s.logRequest(planeAPI, r.Method, rt.tmpl, rel, "")
+		sw := &statusWriter{ResponseWriter: w}
+		writeAPIError(sw, r, http.StatusUnauthorized, "Unauthorized")
+		s.finishRequest(rec, sw)
+		return
+	}
+	s.serve(w, r, planeAPI, rt, params, rel, sb, name)
+}
+
+// sandboxDTO is the Sandbox / SandboxListItem schema of api.openapi.yaml.
+type sandboxDTO struct {
+	ID                  string             `json:"id"`
+	OrganizationID      string             `json:"organizationId"`
+	Name                string             `json:"name"`
+	Snapshot            string             `json:"snapshot,omitempty"`
+	User                string             `json:"user"`
+	Env                 *map[string]string `json:"env,omitempty"`
+	Labels              map[string]string  `json:"labels"`
+	Public              bool               `json:"public"`
+	NetworkBlockAll     *bool              `json:"networkBlockAll,omitempty"`
+	NetworkAllowList    *string            `json:"networkAllowList,omitempty"`
+	DomainAllowList     *string            `json:"domainAllowList,omitempty"`
+	Target              string             `json:"target"`
+	CPU                 int                `json:"cpu"`
+	GPU                 int                `json:"gpu"`
+	GPUType             string             `json:"gpuType,omitempty"`
+	Memory              int                `json:"memory"`
+	Disk                int                `json:"disk"`
+	State               string             `json:"state"`
+	DesiredState        string             `json:"desiredState"`
+	ErrorReason         string             `json:"errorReason,omitempty"`
+	Recoverable         bool               `json:"recoverable"`
+	BackupState         string             `json:"backupState"`
+	AutoStopInterval    int                `json:"autoStopInterval"`
+	AutoArchiveInterval int                `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int                `json:"autoDeleteInterval"`
+	Volumes             []volume           `json:"volumes,omitempty"`
+	BuildInfo           *buildInfo         `json:"buildInfo,omitempty"`
+	CreatedAt           string             `json:"createdAt"`
+	UpdatedAt           string             `json:"updatedAt"`
+	LastActivityAt      string             `json:"lastActivityAt"`
+	SandboxClass        string             `json:"sandboxClass"`
+	DaemonVersion       string             `json:"daemonVersion"`
+	RunnerID            string             `json:"runnerId"`
+	ToolboxProxyURL     string             `json:"toolboxProxyUrl"`
+}
+
+func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// dtoLocked renders the sandbox; full=false gives a SandboxListItem.
+func (sb *sandbox) dtoLocked(full bool, toolboxURL string) sandboxDTO {
+	d := sandboxDTO{
+		ID: sb.id, OrganizationID: sb.orgID, Name: sb.name, Snapshot: sb.snapshot, User: sb.user,
+		Labels: copyMap(sb.labels), Public: sb.public, Target: sb.target,
+		CPU: sb.cpu, GPU: sb.gpu, GPUType: sb.gpuType, Memory: sb.memory, Disk: sb.disk,
+		State: sb.state, DesiredState: sb.desired, ErrorReason: sb.errorReason, Recoverable: sb.recoverable,
+		BackupState: sb.backupState, AutoStopInterval: sb.autoStop, AutoArchiveInterval: sb.autoArchive,
+		AutoDeleteInterval: sb.autoDelete, CreatedAt: isoTime(sb.createdAt), UpdatedAt: isoTime(sb.updatedAt),
+		LastActivityAt: isoTime(sb.lastActivity), SandboxClass: "container", DaemonVersion: daemonVersion,
+		RunnerID: "runner-daytonatest", ToolboxProxyURL: toolboxURL,
+	}
+	if full {
+		env := copyMap(sb.env)
+		d.Env = &env
+		nb := sb.networkBlockAll
+		d.NetworkBlockAll = &nb
+		d.NetworkAllowList = sb.networkAllowList
+		d.DomainAllowList = sb.domainAllowList
+		d.Volumes = sb.volumes
+		d.BuildInfo = sb.build
+	}
+	return d
+}
+
+func (c *call) reply(status int) {
+	c.s.mu.Lock()
+	d := c.sb.dtoLocked(true, c.s.baseFor(c.r)+ToolboxPrefix)
+	c.s.mu.Unlock()
+	writeJSON(c.w, status, d)
+}
+
+func (c *call) apiErr(status int, msg string) { writeAPIError(c.w, c.r, status, msg) }
+
+// needSandbox writes 404 unless the path named a visible sandbox.
+func (c *call) needSandbox() bool {
+	if c.sb != nil {
+		c.s.mu.Lock()
+		ok := c.sb.visibleLocked()
+		c.s.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	key := c.param("sandboxIdOrName")
+	if key == "" {
+		key = c.param("sandboxId")
+	}
+	c.apiErr(http.StatusNotFound, fmt.Sprintf("Sandbox with ID or name %s not found", key))
+	return false
+}
+
+var badName = regexp.MustCompile(`(?i)<[a-z/!][^>]*>|[a-z][a-z0-9+.-]*://|www\.`)
+
+type createReq struct {
+	Name                *string           `json:"name"`
+	Snapshot            *string           `json:"snapshot"`
+	User                string            `json:"user"`
+	Env                 map[string]string `json:"env"`
+	Labels              map[string]string `json:"labels"`
+	Public              bool              `json:"public"`
+	NetworkBlockAll     bool              `json:"networkBlockAll"`
+	NetworkAllowList    *string           `json:"networkAllowList"`
+	DomainAllowList     *string           `json:"domainAllowList"`
+	Target              string            `json:"target"`
+	CPU                 *int              `json:"cpu"`
+	GPU                 *int              `json:"gpu"`
+	Memory              *int              `json:"memory"`
+	Disk                *int              `json:"disk"`
+	AutoStopInterval    *int              `json:"autoStopInterval"`
+	AutoArchiveInterval *int              `json:"autoArchiveInterval"`
+	AutoDeleteInterval  *int              `json:"autoDeleteInterval"`
+	Volumes             []volume          `json:"volumes"`
+	BuildInfo           *struct {
+		DockerfileContent string   `json:"dockerfileContent"`
+		ContextHashes     []string `json:"contextHashes"`
+	} `json:"buildInfo"`
+}
+
+func apiCreate(c *call) {
+	s := c.s
+	var req createReq
+	if err := json.NewDecoder(c.r.Body).Decode(&req); err != nil {
+		c.apiErr(http.StatusBadRequest, "Invalid request body")
+		return
+	}
+	name := ""
+	if req.Name != nil {
+		name = *req.Name
+		if badName.MatchString(name) || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+			c.apiErr(http.StatusBadRequest, "name must not contain HTML tags, URLs, or control characters")
+			return
+		}
+	}
+	if req.BuildInfo != nil && req.Snapshot != nil && *req.Snapshot != "" {
+		c.apiErr(http.StatusBadRequest, "Cannot specify a snapshot when using a build info entry")
+		return
+	}
+	if req.BuildInfo == nil && (req.CPU != nil || req.Memory != nil || req.Disk != nil || req.GPU != nil) {
+		c.apiErr(http.StatusBadRequest, "Cannot specify Sandbox resources when using a snapshot")
+		return
+	}
+	if req.BuildInfo != nil && strings.TrimSpace(req.BuildInfo.DockerfileContent) == "" {
+		c.apiErr(http.StatusBadRequest, "dockerfileContent should not be empty")
+		return
+	}
+	for _, iv := range []struct {
+		v   *int
+		msg string
+	}{{req.AutoStopInterval, "Auto-stop interval must be non-negative"}, {req.AutoArchiveInterval, "Auto-archive interval must be non-negative"}} {
+		if iv.v != nil && *iv.v < 0 {
+			c.apiErr(http.StatusBadRequest, iv.msg)
+			return
+		}
+	}
+	for k := range req.Env {
+		if !envKeyRE.MatchString(k) {
+			c.apiErr(http.StatusBadRequest, fmt.Sprintf("Invalid environment variable name: %s", k))
+			return
+		}
+	}
+
+	s.mu.Lock()
+	if name != "" {
+		for _, id := range s.order {
+			if o := s.sandboxes[id]; o.name == name && o.state != StateDestroyed {
+				s.mu.Unlock()
+				c.apiErr(http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", name))
+				return
+			}
+		}
+	}
+	sb, err := s.newSandboxLocked(name, req.User)
+	if err != nil {
+		s.mu.Unlock()
+		c.apiErr(http.StatusInternalServerError, "An unexpected error occurred.")
+		return
+	}
+	if req.Env != nil {
+		sb.env = copyMap(req.Env)
+	}
+	if req.Labels != nil {
+		sb.labels = copyMap(req.Labels)
+	}
+	sb.public = req.Public
+	sb.networkBlockAll = req.NetworkBlockAll
+	sb.networkAllowList = req.NetworkAllowList
+	sb.domainAllowList = req.DomainAllowList
+	if req.Target != "" {
+		sb.target = req.Target
+	}
+	if req.AutoStopInterval != nil {
+		sb.autoStop = *req.AutoStopInterval
+	}
+	if req.AutoArchiveInterval != nil {
+		sb.autoArchive = clampArchive(*req.AutoArchiveInterval)
+	}
+	if req.AutoDeleteInterval != nil {
+		sb.autoDelete = *req.AutoDeleteInterval
+		if sb.autoDelete < 0 {
+			sb.autoDelete = -1
+		}
+	}
+	sb.volumes = req.Volumes
+	first, rest := StateCreating, []string{StateStarted}
+	if req.BuildInfo != nil {
+		if req.CPU != nil {
+			sb.cpu = *req.CPU
+		}
+		if req.Memory != nil {
+			sb.memory = *req.Memory
+		}
+		if req.Disk != nil {
+			sb.disk = *req.Disk
+		}
+		if req.GPU != nil {
+			sb.gpu = *req.GPU
+		}
+		now := isoTime(s.cfg.now())
+		sb.build = &buildInfo{DockerfileContent: req.BuildInfo.DockerfileContent, ContextHashes: req.BuildInfo.ContextHashes,
+			CreatedAt: now, UpdatedAt: now, SnapshotRef: "daytonatest-build-" + sb.id[:8]}
+		sb.snapshot = sb.build.SnapshotRef
+		first, rest = StatePendingBuild, []string{StateCreating, StateStarted}
+	} else {
+		sb.snapshot = "daytonaio/sandbox:latest"
+		if req.Snapshot != nil && *req.Snapshot != "" {
+			sb.snapshot = *req.Snapshot
+		}
+	}
+	sb.diskBytes = int64(sb.disk) << 30
+	if s.cfg.diskBytes > 0 {
+		sb.diskBytes = s.cfg.diskBytes
+	}
+	s.sandboxes[sb.id] = sb
+	s.order = append(s.order, sb.id)
+	c.sb = sb
+	c.rec.Sandbox = sb.id
+	s.transitionLocked(sb, StateStarted, first, rest...)
+	s.mu.Unlock()
+
+	if req.BuildInfo == nil {
+		s.awaitSettled(c.ctx(), sb)
+		s.mu.Lock()
+		st, reason := sb.state, sb.errorReason
+		s.mu.Unlock()
+		if st == StateError || st == StateBuildFailed {
+			c.apiErr(http.StatusBadRequest, "Sandbox failed to start: "+reason)
+			return
+		}
+	}
+	c.reply(http.StatusOK)
+}
+
+func clampArchive(v int) int {
+	if v == 0 || v > 43200 {
+		return 43200
+	}
+	return v
+}
+
+func apiGet(c *call) {
+	if c.needSandbox() {
+		c.reply(http.StatusOK)
+	}
+}
+
+func apiDelete(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	sb := c.sb
+	switch sb.state {
+	case StateDestroying, StateStopped, StateStarted, StateArchived, StateError, StateBuildFailed, StateArchiving, StatePendingBuild:
+	default:
+		s.mu.Unlock()
+		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		return
+	}
+	if sb.pending && sb.state != StatePendingBuild && sb.state != StateArchiving && sb.desired != StateDestroyed {
+		s.mu.Unlock()
+		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		return
+	}
+	old := sb.state
+	s.beginDeleteLocked(sb)
+	d := sb.dtoLocked(true, s.baseFor(c.r)+ToolboxPrefix)
+	if old != StateDestroying {
+		s.transitionLocked(sb, StateDestroyed, old, StateDestroying, StateDestroyed)
+	}
+	s.mu.Unlock()
+	sb.killAll("sandbox deleted")
+	writeJSON(c.w, http.StatusOK, d)
+}
+
+func apiStart(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	sb := c.sb
+	if f := c.fault; f != nil && f.RefuseStartWhileStopping && sb.state == StateStarted {
+		s.beginStopLocked(sb)
+		s.mu.Unlock()
+		sb.killAll("sandbox stopped")
+		if f.Status != 0 {
+			writeFaultStatus(c.w, c.r, planeAPI, f)
+		} else {
+			c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		}
+		return
+	}
+	switch {
+	case sb.state == StateStarted && !sb.pending:
+		s.mu.Unlock()
+		c.reply(http.StatusOK)
+		return
+	case sb.state == StateError || sb.state == StateBuildFailed:
+		s.mu.Unlock()
+		c.apiErr(http.StatusBadRequest, "Sandbox is in an errored state")
+		return
+	case sb.pending:
+		s.mu.Unlock()
+		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		return
+	case sb.state == StateStopped:
+		s.transitionLocked(sb, StateStarted, StateStarting, StateStarted)
+	case sb.state == StateArchived:
+		s.transitionLocked(sb, StateStarted, StateRestoring, StateStarted)
+		s.mu.Unlock()
+		c.reply(http.StatusOK)
+		return
+	default:
+		s.mu.Unlock()
+		c.apiErr(http.StatusBadRequest, "Sandbox is not in valid state")
+		return
+	}
+	s.mu.Unlock()
+	c.replyAfterStart()
+}
+
+// replyAfterStart waits for started (bounded) and answers like Daytona.
+func (c *call) replyAfterStart() {
+	c.s.awaitSettled(c.ctx(), c.sb)
+	c.s.mu.Lock()
+	st, reason := c.sb.state, c.sb.errorReason
+	c.s.mu.Unlock()
+	if st == StateError || st == StateBuildFailed {
+		c.apiErr(http.StatusBadRequest, "Sandbox failed to start: "+reason)
+		return
+	}
+	c.reply(http.StatusOK)
+}
+
+func apiStop(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	sb := c.sb
+	switch {
+	case sb.state == StateError || sb.state == StateBuildFailed:
+		s.mu.Unlock()
+		c.apiErr(http.StatusBadRequest, "Sandbox is in an errored state")
+		return
+	case sb.pending:
+		s.mu.Unlock()
+		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		return
+	case sb.state != StateStarted:
+		s.mu.Unlock()
+		c.apiErr(http.StatusBadRequest, "Sandbox is not in a stoppable state")
+		return
+	}
+	s.beginStopLocked(sb)
+	s.mu.Unlock()
+	sb.killAll("sandbox stopped")
+	c.reply(http.StatusOK)
+}
+
+func apiRecover(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	sb := c.sb
+	switch {
+	case sb.state != StateError:
+		s.mu.Unlock()
+		c.apiErr(http.StatusBadRequest, "Sandbox must be in error state to recover")
+		return
+	case !sb.recoverable:
+		s.mu.Unlock()
+		c.apiErr(http.StatusBadRequest, "Sandbox is not in a recoverable state")
+		return
+	}
+	sb.errorReason = ""
+	sb.recoverable = false
+	skip := c.r.URL.Query().Get("skipStart") == "true"
+	if skip {
+		s.transitionLocked(sb, StateStopped, StateStopped)
+		s.mu.Unlock()
+		c.reply(http.StatusOK)
+		return
+	}
+	s.transitionLocked(sb, StateStarted, StateStopped, StateStarting, StateStarted)
+	s.mu.Unlock()
+	c.replyAfterStart()
+}
+
+func apiArchive(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	s := c.s
+	s.mu.Lock()
+	sb := c.sb
+	switch {
+	case sb.pending:
+		s.mu.Unlock()
+		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		return
+	case sb.state != StateStopped:
+		s.mu.Unlock()
+		c.apiErr(http.StatusBadRequest, "Sandbox is not stopped")
+		return
+	case sb.autoDelete == 0:
+		s.mu.Unlock()
+		c.apiErr(http.StatusBadRequest, "Ephemeral sandboxes cannot be archived")
+		return
+	}
+	s.transitionLocked(sb, StateArchived, StateArchiving, StateArchived)
+	s.mu.Unlock()
+	c.reply(http.StatusOK)
+}
+
+// applySetter runs set under the lock unless the fault says the setter
+// never settles, in which case the reply shows the change but the record
+// keeps the old values.
+func (c *call) applySetter(status int, set func(sb *sandbox)) {
+	s := c.s
+	s.mu.Lock()
+	if c.fault != nil && c.fault.Unsettled {
+		sb := c.sb
+		labels, stop, arch, del, pub := copyMap(sb.labels), sb.autoStop, sb.autoArchive, sb.autoDelete, sb.public
+		nb, nal, dal := sb.networkBlockAll, sb.networkAllowList, sb.domainAllowList
+		set(sb)
+		d := sb.dtoLocked(true, s.baseFor(c.r)+ToolboxPrefix)
+		sb.labels, sb.autoStop, sb.autoArchive, sb.autoDelete, sb.public = labels, stop, arch, del, pub
+		sb.networkBlockAll, sb.networkAllowList, sb.domainAllowList = nb, nal, dal
+		s.mu.Unlock()
+		writeJSON(c.w, status, d)
+		return
+	}
+	set(c.sb)
+	c.sb.updatedAt = s.cfg.now()
+	s.notifyLocked()
+	s.mu.Unlock()
+	c.reply(status)
+}
+
+func apiLabels(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	var body struct {
+		Labels map[string]string `json:"labels"`
+	}
+	if err := json.NewDecoder(c.r.Body).Decode(&body); err != nil || body.Labels == nil {
+		c.apiErr(http.StatusBadRequest, "labels must be an object")
+		return
+	}
+	c.applySetter(http.StatusOK, func(sb *sandbox) { sb.labels = copyMap(body.Labels) })
+}
+
+func apiInterval(kind string) handlerFunc {
+	return func(c *call) {
+		if !c.needSandbox() {
+			return
+		}
+		v, err := strconv.Atoi(c.param("interval"))
+		if err != nil {
+			c.apiErr(http.StatusBadRequest, "Validation failed (numeric string is expected)")
+			return
+		}
+		switch kind {
+		case "autostop":
+			if v < 0 {
+				c.apiErr(http.StatusBadRequest, "Auto-stop interval must be non-negative")
+				return
+			}
+			c.applySetter(http.StatusCreated, func(sb *sandbox) { sb.autoStop = v })
+		case "autoarchive":
+			if v < 0 {
+				c.apiErr(http.StatusBadRequest, "Auto-archive interval must be non-negative")
+				return
+			}
+			c.applySetter(http.StatusCreated, func(sb *sandbox) { sb.autoArchive = clampArchive(v) })
+		case "autodelete":
+			if v < 0 {
+				v = -1
+			}
+			c.applySetter(http.StatusCreated, func(sb *sandbox) { sb.autoDelete = v })
+		}
+	}
+}
+
+func apiPublic(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	v, err := strconv.ParseBool(c.param("isPublic"))
+	if err != nil {
+		c.apiErr(http.StatusBadRequest, "Validation failed (boolean string is expected)")
+		return
+	}
+	c.applySetter(http.StatusCreated, func(sb *sandbox) { sb.public = v })
+}
+
+func apiNetwork(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	var body struct {
+		NetworkBlockAll  *bool   `json:"networkBlockAll"`
+		NetworkAllowList *string `json:"networkAllowList"`
+		DomainAllowList  *string `json:"domainAllowList"`
+	}
+	if err := json.NewDecoder(c.r.Body).Decode(&body); err != nil ||
+		(body.NetworkBlockAll == nil && body.NetworkAllowList == nil && body.DomainAllowList == nil) {
+		c.apiErr(http.StatusBadRequest, "At least one network setting must be provided")
+		return
+	}
+	c.applySetter(http.StatusOK, func(sb *sandbox) {
+		if body.NetworkBlockAll != nil {
+			sb.networkBlockAll = *body.NetworkBlockAll
+		}
+		if body.NetworkAllowList != nil {
+			sb.networkAllowList = body.NetworkAllowList
+		}
+		if body.DomainAllowList != nil {
+			sb.domainAllowList = body.DomainAllowList
+		}
+	})
+}
+
+func apiLastActivity(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	c.s.mu.Lock()
+	c.sb.lastActivity = c.s.cfg.now()
+	c.s.notifyLocked()
+	c.s.mu.Unlock()
+	c.w.WriteHeader(http.StatusCreated)
+}
+
+func apiToolboxURL(c *call) {
+	if c.needSandbox() {
+		writeJSON(c.w, http.StatusOK, map[string]string{"url": c.s.baseFor(c.r) + ToolboxPrefix})
+	}
+}
+
+func apiPreviewURL(c *call) {
+	if !c.needSandbox() {
+		return
+	}
+	port, err := strconv.Atoi(c.param("port"))
+	if err != nil || port < 1 || port > 65535 {
+		c.apiErr(http.StatusBadRequest, "Invalid port")
+		return
+	}
+	c.s.mu.Lock()
+	tok := c.sb.previewToken
+	c.s.mu.Unlock()
+	writeJSON(c.w, http.StatusOK, map[string]string{
+		"sandboxId": c.sb.id,
+		"url":       fmt.Sprintf("%s/preview/%d-%s", c.s.baseFor(c.r), port, c.sb.id),
+		"token":     tok,
+	})
+}
+
+// listFilter holds the GET /sandbox filters the emulator honours.
+type listFilter struct {
+	labels         map[string]string
+	states         map[string]bool
+	idPrefix       string
+	namePrefix     string
+	includeErrored bool
+}
+
+func parseListFilter(q url.Values) (listFilter, string) {
+	f := listFilter{idPrefix: strings.ToLower(q.Get("id")), namePrefix: strings.ToLower(q.Get("name"))}
+	if l := q.Get("labels"); l != "" {
+		if err := json.Unmarshal([]byte(l), &f.labels); err != nil {
+			return f, "Invalid labels JSON format"
+		}
+	}
+	states := append(q["states"], q["states[]"]...)
+	if len(states) > 0 {
+		f.states = map[string]bool{}
+		for _, st := range states {
+			for _, p := range strings.Split(st, ",") {
+				f.states[p] = true
+			}
+		}
+	}
+	f.includeErrored = q.Get("includeErroredDeleted") == "true"
+	return f, ""
+}
+
+func (f listFilter) matchLocked(sb *sandbox) bool {
+	if sb.state == StateDestroyed {
+		return false
+	}
+	if (sb.state == StateError || sb.state == StateBuildFailed) && sb.desired == StateDestroyed && !f.includeErrored {
+		return false
+	}
+	for k, v := range f.labels {
+		if got, ok := sb.labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	if f.states != nil && !f.states[sb.state] {
+		return false
+	}
+	if f.idPrefix != "" && !strings.HasPrefix(strings.ToLower(sb.id), f.idPrefix) {
+		return false
+	}
+	if f.namePrefix != "" && !strings.HasPrefix(strings.ToLower(sb.name), f.namePrefix) {
+		return false
+	}
+	return true
+}
+
+func parseLimit(q url.Values) (int, bool) {
+	limit := 100
+	if l := q.Get("limit"); l != "" {
+		v, err := strconv.Atoi(l)
+		if err != nil || v < 1 || v > 200 {
+			return 0, false
+		}
+		limit = v
+	}
+	return limit, true
+}
+
+// cursorKey is what a list cursor encodes: the sort key and id of the last
+// item served (keyset pagination, stable under inserts and deletes).
+type cursorKey struct {
+	S  string  `json:"s,omitempty"`
+	N  float64 `json:"n,omitempty"`
+	ID string  `json:"id"`
+}
+
+func sortKeyLocked(sb *sandbox, field string) cursorKey {
+	k := cursorKey{ID: sb.id}
+	switch field {
+	case "name":
+		k.S = sb.name
+	case "cpu":
+		k.N = float64(sb.cpu)
+	case "memoryGib":
+		k.N = float64(sb.memory)
+	case "diskGib":
+		k.N = float64(sb.disk)
+	case "createdAt":
+		k.N = float64(sb.createdAt.UnixNano())
+	default:
+		k.N = float64(sb.lastActivity.UnixNano())
+	}
+	return k
+}
+
+func lessKey(a, b cursorKey) bool {
+	if a.S != b.S {
+		return a.S < b.S
+	}
+	if a.N != b.N {
+		return a.N < b.N
+	}
+	return a.ID < b.ID
+}
+
+func apiList(c *call) {
+	q := c.r.URL.Query()
+	f, msg := parseListFilter(q)
+	if msg != "" {
+		c.apiErr(http.StatusBadRequest, msg)
+		return
+	}
+	limit, ok := parseLimit(q)
+	if !ok {
+		c.apiErr(http.StatusBadRequest, "limit must not be greater than 200, limit must not be less than 1")
+		return
+	}
+	field := q.Get("sort")
+	switch field {
+	case "", "lastActivityAt":
+		field = "lastActivityAt"
+	case "name", "cpu", "memoryGib", "diskGib", "createdAt":
+	default:
+		c.apiErr(http.StatusBadRequest, "sort must be one of the following values: name, cpu, memoryGib, diskGib, lastActivityAt, createdAt")
+		return
+	}
+	desc := q.Get("order") != "asc"
+	var after *cursorKey
+	if cur := q.Get("cursor"); cur != "" {
+		raw, err := base64.RawURLEncoding.DecodeString(cur)
+		var k cursorKey
+		if err != nil || json.Unmarshal(raw, &k) != nil || k.ID == "" {
+			c.apiErr(http.StatusBadRequest, "Invalid cursor")
+			return
+		}
+		after = &k
+	}
+	s := c.s
+	tb := s.baseFor(c.r) + ToolboxPrefix
+	type item struct {
+		k cursorKey
+		d sandboxDTO
+	}
+	var items []item
+	s.mu.Lock()
+	for _, id := range s.order {
+		sb := s.sandboxes[id]
+		if !f.matchLocked(sb) {
+			continue
+		}
+		items = append(items, item{sortKeyLocked(sb, field), sb.dtoLocked(false, tb)})
+	}
+	s.mu.Unlock()
+	sort.Slice(items, func(i, j int) bool {
+		if desc {
+			return lessKey(items[j].k, items[i].k)
+		}
+		return lessKey(items[i].k, items[j].k)
+	})
+	start := 0
+	if after != nil {
+		start = len(items)
+		for i, it := range items {
+			beyond := lessKey(*after, it.k)
+			if desc {
+				beyond = lessKey(it.k, *after)
+			}
+			if beyond {
+				start = i
+				break
+			}
+		}
+	}
+	end := start + limit
+	var next *string
+	if end < len(items) {
+		raw, _ := json.Marshal(items[end-1].k)
+		cur := base64.RawURLEncoding.EncodeToString(raw)
+		next = &cur
+	} else {
+		end = len(items)
+	}
+	page := make([]sandboxDTO, 0, end-start)
+	for _, it := range items[start:end] {
+		page = append(page, it.d)
+	}
+	writeJSON(c.w, http.StatusOK, map[string]any{"items": page, "nextCursor": next})
+}
+
+// apiListPaginated is the deprecated page/limit listing (full DTOs).
+func apiListPaginated(c *call) {
+	q := c.r.URL.Query()
+	f, msg := parseListFilter(q)
+	if msg != "" {
+		c.apiErr(http.StatusBadRequest, msg)
+		return
+	}
+	limit, ok := parseLimit(q)
+	if !ok {
+		c.apiErr(http.StatusBadRequest, "limit must not be greater than 200, limit must not be less than 1")
+		return
+	}
+	page := 1
+	if p := q.Get("page"); p != "" {
+		v, err := strconv.Atoi(p)
+		if err != nil || v < 1 {
+			c.apiErr(http.StatusBadRequest, "page must not be less than 1")
+			return
+		}
+		page = v
+	}
+	s := c.s
+	tb := s.baseFor(c.r) + ToolboxPrefix
+	var all []sandboxDTO
+	s.mu.Lock()
+	// Default sort createdAt desc: newest first.
+	for i := len(s.order) - 1; i >= 0; i-- {
+		sb := s.sandboxes[s.order[i]]
+		if f.matchLocked(sb) {
+			all = append(all, sb.dtoLocked(true, tb))
+		}
+	}
+	s.mu.Unlock()
+	total := len(all)
+	from := (page - 1) * limit
+	if from > total {
+		from = total
+	}
+	to := from + limit
+	if to > total {
+		to = total
+	}
+	pages := (total + limit - 1) / limit
+	writeJSON(c.w, http.StatusOK, map[string]any{"items": append([]sandboxDTO{}, all[from:to]...), "total": total, "page": page, "totalPages": pages})
+}

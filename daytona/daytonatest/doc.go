@@ -1,0 +1,2 @@
+// Package daytonatest is an in-process emulator of the Daytona API for tests.
+package daytonatest

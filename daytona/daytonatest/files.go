@@ -1,0 +1,584 @@
+package daytonatest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// errEscape is returned for a path that leaves the sandbox tree.
+var errEscape = errors.New("path escapes the sandbox")
+
+// errNoSpace is the error toolbox writes see when the allocation is used up.
+var errNoSpace = syscall.ENOSPC
+
+// within reports whether p is root or below it (both clean, absolute).
+func within(root, p string) bool {
+	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
+}
+
+// resolve maps a toolbox path (absolute, or relative to the work dir) to a
+// host path inside the sandbox tree. Every existing component is resolved
+// through symlinks and must stay inside the tree; with followFinal false
+// the last component itself may be a symlink (delete, move, lstat).
+func (sb *sandbox) resolve(p string, followFinal bool) (string, error) {
+	if p == "" {
+		p = "."
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(sb.home, p)
+	}
+	p = filepath.Clean(p)
+	if !within(sb.root, p) {
+		return "", errEscape
+	}
+	dir, base := filepath.Dir(p), filepath.Base(p)
+	if p == sb.root {
+		return p, nil
+	}
+	// Resolve the parent through its deepest existing ancestor.
+	anc, rest := dir, ""
+	for {
+		if _, err := os.Lstat(anc); err == nil {
+			break
+		}
+		rest = filepath.Join(filepath.Base(anc), rest)
+		anc = filepath.Dir(anc)
+		if !within(sb.root, anc) {
+			return "", errEscape
+		}
+	}
+	realAnc, err := filepath.EvalSymlinks(anc)
+	if err != nil {
+		return "", err
+	}
+	if !within(sb.root, realAnc) {
+		return "", errEscape
+	}
+	resolved := filepath.Join(realAnc, rest, base)
+	if !within(sb.root, resolved) {
+		return "", errEscape
+	}
+	if followFinal {
+		if fi, err := os.Lstat(resolved); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			target, err := filepath.EvalSymlinks(resolved)
+			if err != nil {
+				// Dangling: confine the literal target.
+				t, rerr := os.Readlink(resolved)
+				if rerr != nil {
+					return "", rerr
+				}
+				if !filepath.IsAbs(t) {
+					t = filepath.Join(filepath.Dir(resolved), t)
+				}
+				target = filepath.Clean(t)
+			}
+			if !within(sb.root, target) {
+				return "", errEscape
+			}
+			return target, nil
+		}
+	}
+	return resolved, nil
+}
+
+// diskUsage is the bytes held by regular files in the sandbox tree.
+func (sb *sandbox) diskUsage() int64 {
+	var n int64
+	_ = filepath.WalkDir(sb.root, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// diskRemaining is the allocation minus current usage.
+func (sb *sandbox) diskRemaining() int64 {
+	sb.s.mu.Lock()
+	alloc := sb.diskBytes
+	sb.s.mu.Unlock()
+	return alloc - sb.diskUsage()
+}
+
+// DiskUsage reports the bytes used in a sandbox's tree.
+func (s *Server) DiskUsage(idOrName string) (int64, error) {
+	s.init()
+	s.mu.Lock()
+	sb := s.lookupLocked(idOrName)
+	s.mu.Unlock()
+	if sb == nil {
+		return 0, fmt.Errorf("daytonatest: no sandbox %q", idOrName)
+	}
+	return sb.diskUsage(), nil
+}
+
+// quotaWriter fails with ENOSPC once the allocation is used up.
+type quotaWriter struct {
+	f    *os.File
+	left int64
+}
+
+func (q *quotaWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > q.left {
+		n := 0
+		if q.left > 0 {
+			n, _ = q.f.Write(p[:q.left])
+			q.left -= int64(n)
+		}
+		return n, &os.PathError{Op: "write", Path: q.f.Name(), Err: errNoSpace}
+	}
+	n, err := q.f.Write(p)
+	q.left -= int64(n)
+	return n, err
+}
+
+// writeFile streams r into dest (a resolved host path) through a temp file
+// in the same directory, held to the disk allocation, as the daemon's bulk
+// upload does. It returns the bytes written.
+func (sb *sandbox) writeFile(dest string, r io.Reader) (int64, error) {
+	sb.tb.writeMu.Lock()
+	defer sb.tb.writeMu.Unlock()
+	dir := filepath.Dir(dest)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, fmt.Errorf("mkdir %s: %w", dir, err)
+	}
+	var old int64
+	if fi, err := os.Stat(dest); err == nil && fi.Mode().IsRegular() {
+		old = fi.Size() // overwritten: its bytes come back
+	}
+	tmp, err := os.CreateTemp(dir, ".daytona-upload-*")
+	if err != nil {
+		return 0, fmt.Errorf("create temp: %w", err)
+	}
+	qw := &quotaWriter{f: tmp, left: sb.diskRemaining() + old}
+	n, err := io.Copy(qw, r)
+	if err != nil {
+		tmp.Close()
+		_ = os.Remove(tmp.Name())
+		return 0, fmt.Errorf("write: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		_ = os.Remove(tmp.Name())
+		return 0, fmt.Errorf("close: %w", err)
+	}
+	_ = os.Chmod(tmp.Name(), 0o644)
+	if err := os.Rename(tmp.Name(), dest); err != nil {
+		_ = os.Remove(tmp.Name())
+		return 0, fmt.Errorf("rename: %w", err)
+	}
+	return n, nil
+}
+
+// fsStatus maps a file-system error to the daemon's status.
+func fsStatus(err error) int {
+	switch {
+	case errors.Is(err, errEscape), errors.Is(err, fs.ErrPermission):
+		return http.StatusForbidden
+	case errors.Is(err, fs.ErrNotExist):
+		return http.StatusNotFound
+	default:
+		return http.StatusBadRequest
+	}
+}
+
+type fileInfo struct {
+	Name        string `json:"name"`
+	Size        int64  `json:"size"`
+	Mode        string `json:"mode"`
+	ModTime     string `json:"modTime"`
+	ModifiedAt  string `json:"modifiedAt"`
+	IsDir       bool   `json:"isDir"`
+	Owner       string `json:"owner"`
+	Group       string `json:"group"`
+	Permissions string `json:"permissions"`
+}
+
+func toFileInfo(fi os.FileInfo) fileInfo {
+	out := fileInfo{
+		Name: fi.Name(), Size: fi.Size(), Mode: fi.Mode().String(), ModTime: fi.ModTime().String(),
+		ModifiedAt: fi.ModTime().UTC().Format(time.RFC3339), IsDir: fi.IsDir(),
+		Permissions: fmt.Sprintf("%04o", fi.Mode().Perm()),
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		out.Owner = strconv.FormatUint(uint64(st.Uid), 10)
+		out.Group = strconv.FormatUint(uint64(st.Gid), 10)
+	}
+	return out
+}
+
+func tbListFiles(c *call) {
+	p, err := c.sb.resolve(c.r.URL.Query().Get("path"), true)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	out := []fileInfo{}
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil {
+			out = append(out, toFileInfo(fi))
+		}
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func tbFileInfo(c *call) {
+	p, err := c.sb.resolve(c.r.URL.Query().Get("path"), true)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	writeJSON(c.w, http.StatusOK, toFileInfo(fi))
+}
+
+func parseMode(s string, def os.FileMode) (os.FileMode, bool) {
+	if s == "" {
+		return def, true
+	}
+	v, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || v > 0o7777 {
+		return 0, false
+	}
+	return os.FileMode(v), true
+}
+
+func tbCreateFolder(c *call) {
+	q := c.r.URL.Query()
+	mode, ok := parseMode(q.Get("mode"), 0o755)
+	if !ok {
+		writeEmpty(c.w, http.StatusBadRequest)
+		return
+	}
+	p, err := c.sb.resolve(q.Get("path"), true)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	if err := os.MkdirAll(p, mode); err != nil {
+		writeEmpty(c.w, http.StatusBadRequest)
+		return
+	}
+	c.w.WriteHeader(http.StatusCreated)
+}
+
+func tbDeleteFile(c *call) {
+	q := c.r.URL.Query()
+	p, err := c.sb.resolve(q.Get("path"), false)
+	if err != nil || p == c.sb.root {
+		writeEmpty(c.w, http.StatusForbidden)
+		return
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	if fi.IsDir() {
+		if q.Get("recursive") != "true" {
+			writeEmpty(c.w, http.StatusBadRequest)
+			return
+		}
+		err = os.RemoveAll(p)
+	} else {
+		err = os.Remove(p)
+	}
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+func tbMoveFile(c *call) {
+	q := c.r.URL.Query()
+	src, err := c.sb.resolve(q.Get("source"), false)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	dst, err := c.sb.resolve(q.Get("destination"), false)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	if err := os.Rename(src, dst); err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	c.w.WriteHeader(http.StatusOK)
+}
+
+func tbPermissions(c *call) {
+	q := c.r.URL.Query()
+	p, err := c.sb.resolve(q.Get("path"), true)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	if _, err := os.Stat(p); err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	if m := q.Get("mode"); m != "" {
+		mode, ok := parseMode(m, 0)
+		if !ok {
+			writeEmpty(c.w, http.StatusBadRequest)
+			return
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			writeEmpty(c.w, fsStatus(err))
+			return
+		}
+	}
+	uid, gid := -1, -1
+	if o := q.Get("owner"); o != "" {
+		if v, err := strconv.Atoi(o); err == nil {
+			uid = v
+		} else if u, err := user.Lookup(o); err == nil {
+			uid, _ = strconv.Atoi(u.Uid)
+		} else {
+			writeEmpty(c.w, http.StatusBadRequest) // "user not found"
+			return
+		}
+	}
+	if g := q.Get("group"); g != "" {
+		if v, err := strconv.Atoi(g); err == nil {
+			gid = v
+		} else if gr, err := user.LookupGroup(g); err == nil {
+			gid, _ = strconv.Atoi(gr.Gid)
+		} else {
+			writeEmpty(c.w, http.StatusBadRequest) // "group not found"
+			return
+		}
+	}
+	if uid != -1 || gid != -1 {
+		if err := os.Lchown(p, uid, gid); err != nil {
+			writeEmpty(c.w, fsStatus(err))
+			return
+		}
+	}
+	c.w.WriteHeader(http.StatusOK)
+}
+
+func tbDownload(c *call) {
+	p, err := c.sb.resolve(c.r.URL.Query().Get("path"), true)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.IsDir() {
+		writeEmpty(c.w, http.StatusBadRequest) // "path must be a file"
+		return
+	}
+	c.w.Header().Set("Content-Type", "application/octet-stream")
+	c.w.Header().Set("Content-Disposition", "attachment; filename="+strconv.Quote(fi.Name()))
+	http.ServeContent(c.w, c.r, "", fi.ModTime(), f)
+}
+
+func tbBulkDownload(c *call) {
+	var req struct {
+		Paths []string `json:"paths"`
+	}
+	if err := json.NewDecoder(c.r.Body).Decode(&req); err != nil || len(req.Paths) == 0 {
+		writeGinError(c.w, http.StatusBadRequest, `request body must be {"paths": [ ... ]} and non-empty`)
+		return
+	}
+	mw := multipart.NewWriter(c.w)
+	_ = mw.SetBoundary("DAYTONA-FILE-BOUNDARY")
+	c.w.Header().Set("Content-Type", "multipart/form-data; boundary=DAYTONA-FILE-BOUNDARY")
+	c.w.WriteHeader(http.StatusOK)
+	for _, p := range req.Paths {
+		if !c.bulkPart(mw, p) {
+			return // streaming failed: no closing boundary, as the daemon
+		}
+	}
+	_ = mw.Close()
+}
+
+// bulkPart writes one file or error part; false if the stream broke.
+func (c *call) bulkPart(mw *multipart.Writer, p string) bool {
+	fail := func(status int, code, msg string) bool {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Disposition", `form-data; name="error"`)
+		h.Set("Content-Type", "application/json; charset=utf-8")
+		w, err := mw.CreatePart(h)
+		if err != nil {
+			return false
+		}
+		b, _ := json.Marshal(map[string]any{"statusCode": status, "message": msg, "code": code,
+			"timestamp": time.Now().UTC().Format(time.RFC3339), "path": p, "method": "POST"})
+		_, err = w.Write(b)
+		return err == nil
+	}
+	if strings.TrimSpace(p) == "" {
+		return fail(http.StatusBadRequest, "INVALID_FILE_PATH", "invalid file path: empty path")
+	}
+	rp, err := c.sb.resolve(p, true)
+	if err != nil {
+		return fail(http.StatusForbidden, "FILE_ACCESS_DENIED", "file access denied: "+p)
+	}
+	f, err := os.Open(rp)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fail(http.StatusNotFound, "FILE_NOT_FOUND", "file not found: "+p)
+		}
+		return fail(http.StatusForbidden, "FILE_ACCESS_DENIED", "file access denied: "+p)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.IsDir() {
+		return fail(http.StatusBadRequest, "INVALID_FILE_PATH", "invalid file path: is a directory: "+p)
+	}
+	ct := mime.TypeByExtension(filepath.Ext(p))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", fmt.Sprintf(`form-data; name="file"; filename=%q; filename*=utf-8''%s`, p, url.PathEscape(p)))
+	h.Set("Content-Type", ct)
+	h.Set("Content-Length", strconv.FormatInt(fi.Size(), 10))
+	w, err := mw.CreatePart(h)
+	if err != nil {
+		return false
+	}
+	n, err := io.Copy(w, f)
+	return err == nil && n == fi.Size()
+}
+
+func tbUpload(c *call) {
+	defer drain(c.r)
+	p := c.r.URL.Query().Get("path")
+	if p == "" {
+		writeEmpty(c.w, http.StatusBadRequest)
+		return
+	}
+	dest, err := c.sb.resolve(p, true)
+	if err != nil {
+		writeEmpty(c.w, fsStatus(err))
+		return
+	}
+	mr, err := c.r.MultipartReader()
+	if err != nil {
+		writeEmpty(c.w, http.StatusBadRequest)
+		return
+	}
+	for {
+		part, err := mr.NextPart()
+		if err != nil {
+			writeEmpty(c.w, http.StatusBadRequest)
+			return
+		}
+		if part.FormName() != "file" {
+			continue
+		}
+		if _, err := c.sb.writeFile(dest, part); err != nil {
+			writeEmpty(c.w, http.StatusBadRequest)
+			return
+		}
+		c.w.WriteHeader(http.StatusOK)
+		return
+	}
+}
+
+func drain(r *http.Request) { _, _ = io.Copy(io.Discard, r.Body) }
+
+func tbBulkUpload(c *call) {
+	defer drain(c.r)
+	mr, err := c.r.MultipartReader()
+	if err != nil {
+		writeJSON(c.w, http.StatusBadRequest, map[string]any{"errors": []string{"invalid multipart form"}})
+		return
+	}
+	type result struct {
+		Path  string `json:"path"`
+		Bytes int64  `json:"bytes"`
+	}
+	dests := map[string]string{}
+	var errs []string
+	files := []result{}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("reading part: %v", err))
+			break
+		}
+		name := part.FormName()
+		idx := strings.TrimSuffix(strings.TrimSuffix(strings.TrimPrefix(name, "files["), "].path"), "].file")
+		switch {
+		case strings.HasSuffix(name, ".path"):
+			b, err := io.ReadAll(io.LimitReader(part, 64<<10))
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("path[%s]: %v", idx, err))
+				continue
+			}
+			dest := strings.TrimSpace(string(b))
+			if dest == "" {
+				errs = append(errs, fmt.Sprintf("path[%s]: empty path", idx))
+				continue
+			}
+			dests[idx] = dest
+		case strings.HasSuffix(name, ".file"):
+			dest, ok := dests[idx]
+			if !ok {
+				errs = append(errs, fmt.Sprintf("file[%s]: missing .path metadata", idx))
+				continue
+			}
+			rp, err := c.sb.resolve(dest, true)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", dest, err))
+				continue
+			}
+			n, err := c.sb.writeFile(rp, part)
+			if err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", dest, err))
+				continue
+			}
+			files = append(files, result{Path: dest, Bytes: n})
+		}
+	}
+	if len(errs) > 0 {
+		writeJSON(c.w, http.StatusBadRequest, map[string]any{"errors": errs, "files": files})
+		return
+	}
+	writeJSON(c.w, http.StatusOK, map[string]any{"files": files})
+}

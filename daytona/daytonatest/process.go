@@ -1,0 +1,715 @@
+package daytonatest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Output markers of the daemon's session logs (§3.3).
+var (
+	markerStdout = []byte{1, 1, 1}
+	markerStderr = []byte{2, 2, 2}
+)
+
+var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// shellQuote quotes s for bash.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// fsizeBlocks is the `ulimit -f` value (1024-byte blocks) matching the
+// sandbox's remaining disk allocation.
+func (sb *sandbox) fsizeBlocks() int64 {
+	rem := sb.diskRemaining()
+	if rem < 0 {
+		rem = 0
+	}
+	return rem / 1024
+}
+
+// ---- one-shot execute ----
+
+func tbExecute(c *call) {
+	var req struct {
+		Command string            `json:"command"`
+		Cwd     string            `json:"cwd"`
+		Envs    map[string]string `json:"envs"`
+		Timeout int               `json:"timeout"`
+	}
+	if err := json.NewDecoder(c.r.Body).Decode(&req); err != nil || strings.TrimSpace(req.Command) == "" {
+		writeToolboxError(c.w, c.r, http.StatusBadRequest, "invalid request body")
+		return
+	}
+	for k := range req.Envs {
+		if !envKeyRE.MatchString(k) {
+			writeToolboxError(c.w, c.r, http.StatusBadRequest, "invalid environment variable name: "+k)
+			return
+		}
+	}
+	sb := c.sb
+	dir := sb.home
+	if req.Cwd != "" {
+		dir = req.Cwd
+		if !filepath.IsAbs(dir) {
+			dir = filepath.Join(sb.home, dir)
+		}
+	}
+	c.s.recordDispatch(Dispatch{Sandbox: sb.id, Command: req.Command})
+	script := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; trap '' XFSZ\n%s\n", sb.fsizeBlocks(), req.Command)
+	cmd := osexec.Command(bashBinary())
+	cmd.Dir = dir
+	cmd.Env = sb.baseEnv(req.Envs)
+	cmd.Stdin = strings.NewReader(script)
+	var out lockedBuffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
+		return
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(time.Duration(req.Timeout) * time.Second)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case err := <-done:
+		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": exitCodeOf(err), "result": out.String()})
+	case <-timeout:
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+		writeToolboxError(c.w, c.r, http.StatusRequestTimeout, "command execution timeout")
+	case <-c.s.done:
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func exitCodeOf(err error) int {
+	if err == nil {
+		return 0
+	}
+	var ee *osexec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// ---- sessions ----
+
+// session is one persistent bash process. Commands are written to its
+// stdin one line each and run in that same shell with `source`, so cwd,
+// variables, functions and options carry over, exactly as in the daemon.
+// The shell's stdout and stderr are two pipes read by labelers that write
+// the marked lines into the running command's log; after each command the
+// shell prints a per-session random sentinel (with the exit status) on
+// both pipes, which is how output is attributed and completion detected.
+type session struct {
+	s     *Server
+	sb    *sandbox
+	id    string
+	dir   string
+	token []byte
+
+	cmd    *osexec.Cmd
+	script io.WriteCloser
+	inputW *os.File
+	exited chan struct{} // bash exited and both labelers drained
+
+	mu         sync.Mutex
+	commands   map[string]*command
+	order      []*command
+	dispatched []*command // in dispatch order
+	outIdx     int        // index in dispatched that stdout lines belong to
+	errIdx     int
+	dead       bool
+	shellCode  int
+	killing    bool
+}
+
+type command struct {
+	id, text     string
+	async        bool
+	suppressEcho bool
+	logPath      string
+	log          *os.File
+	size         int64
+	gotOut       bool
+	gotErr       bool
+	rc           int
+	exitCode     *int
+	done         chan struct{}
+	grew         chan struct{} // closed and replaced whenever the log grows
+}
+
+func tbListSessions(c *call) {
+	c.sb.tb.mu.Lock()
+	var list []*session
+	for _, ss := range c.sb.tb.sessions {
+		list = append(list, ss)
+	}
+	c.sb.tb.mu.Unlock()
+	out := make([]any, 0, len(list))
+	for _, ss := range list {
+		out = append(out, ss.dto())
+	}
+	writeJSON(c.w, http.StatusOK, out)
+}
+
+func (ss *session) dto() map[string]any {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	cmds := make([]map[string]any, 0, len(ss.order))
+	for _, cm := range ss.order {
+		cmds = append(cmds, cm.dtoLocked())
+	}
+	return map[string]any{"sessionId": ss.id, "commands": cmds}
+}
+
+func (cm *command) dtoLocked() map[string]any {
+	d := map[string]any{"id": cm.id, "command": cm.text}
+	if cm.exitCode != nil {
+		d["exitCode"] = *cm.exitCode
+	}
+	return d
+}
+
+func tbCreateSession(c *call) {
+	var req struct {
+		SessionID string `json:"sessionId"`
+	}
+	if err := json.NewDecoder(c.r.Body).Decode(&req); err != nil || req.SessionID == "" {
+		writeToolboxError(c.w, c.r, http.StatusBadRequest, "invalid request body")
+		return
+	}
+	if req.SessionID == "entrypoint" {
+		writeToolboxError(c.w, c.r, http.StatusBadRequest, "session ID 'entrypoint' is reserved")
+		return
+	}
+	sb := c.sb
+	sb.tb.mu.Lock()
+	defer sb.tb.mu.Unlock()
+	if _, ok := sb.tb.sessions[req.SessionID]; ok {
+		writeToolboxError(c.w, c.r, http.StatusConflict, "session already exists")
+		return
+	}
+	ss, err := c.s.startSession(sb, req.SessionID)
+	if err != nil {
+		writeToolboxError(c.w, c.r, http.StatusInternalServerError, "failed to start session: "+err.Error())
+		return
+	}
+	sb.tb.sessions[req.SessionID] = ss
+	c.w.WriteHeader(http.StatusCreated)
+}
+
+func (s *Server) startSession(sb *sandbox, id string) (*session, error) {
+	dir := filepath.Join(s.stateDir, sb.id, "sessions", uuid.NewString())
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := osexec.Command(bashBinary(), "--noprofile", "--norc")
+	cmd.Dir = sb.home
+	cmd.Env = sb.baseEnv(nil)
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	// fd 3: the stdin of async commands (POST …/input writes here).
+	cmd.ExtraFiles = []*os.File{inR}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	script, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	outW.Close()
+	errW.Close()
+	inR.Close()
+	ss := &session{
+		s: s, sb: sb, id: id, dir: dir, cmd: cmd, script: script, inputW: inW,
+		token: []byte("__DAYTONATEST_" + randHex(12) + "__"), commands: map[string]*command{},
+		exited: make(chan struct{}),
+	}
+	// File writes beyond the allocation fail with EFBIG instead of killing.
+	_, _ = io.WriteString(script, "trap '' XFSZ\n")
+	var wg sync.WaitGroup
+	wg.Add(2)
+	s.wg.Add(1)
+	go func() { defer wg.Done(); ss.label(outR, false) }()
+	go func() { defer wg.Done(); ss.label(errR, true) }()
+	go func() {
+		defer s.wg.Done()
+		err := cmd.Wait()
+		wg.Wait()
+		outR.Close()
+		errR.Close()
+		ss.finish(exitCodeOf(err))
+	}()
+	return ss, nil
+}
+
+// label reads one of the shell's output streams and writes marked lines.
+func (ss *session) label(r io.Reader, stderr bool) {
+	buf := make([]byte, 32*1024)
+	var pending []byte
+	const maxLine = 64 * 1024
+	for {
+		n, err := r.Read(buf)
+		pending = append(pending, buf[:n]...)
+		for {
+			i := bytes.IndexByte(pending, '\n')
+			if i < 0 {
+				break
+			}
+			ss.line(stderr, pending[:i], true)
+			pending = pending[i+1:]
+		}
+		if len(pending) > maxLine {
+			// A very long line: pass it on in pieces (each with its marker,
+			// so the streams stay intact), keeping a tail in case the
+			// sentinel is split.
+			cut := len(pending) - len(ss.token) - 32
+			ss.line(stderr, pending[:cut], false)
+			pending = append([]byte(nil), pending[cut:]...)
+		}
+		if err != nil {
+			if len(pending) > 0 {
+				ss.line(stderr, pending, true)
+			}
+			return
+		}
+	}
+}
+
+// line records one output line (complete) or piece (not complete).
+func (ss *session) line(stderr bool, b []byte, complete bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	idx := &ss.outIdx
+	if stderr {
+		idx = &ss.errIdx
+	}
+	content := b
+	sentinel := false
+	rc := 0
+	if i := bytes.Index(b, ss.token); i >= 0 && complete {
+		content = b[:i]
+		sentinel = true
+		if !stderr {
+			// ":<cid>:<rc>"
+			parts := strings.Split(string(b[i+len(ss.token):]), ":")
+			if len(parts) == 3 {
+				rc, _ = strconv.Atoi(parts[2])
+			}
+		}
+	}
+	if *idx < len(ss.dispatched) {
+		cm := ss.dispatched[*idx]
+		if len(content) > 0 || (!sentinel && complete) {
+			m := markerStdout
+			if stderr {
+				m = markerStderr
+			}
+			rec := make([]byte, 0, len(content)+4)
+			rec = append(rec, m...)
+			rec = append(rec, content...)
+			if complete {
+				rec = append(rec, '\n')
+			}
+			cm.appendLocked(rec)
+		}
+		if sentinel {
+			if stderr {
+				cm.gotErr = true
+			} else {
+				cm.gotOut = true
+				cm.rc = rc
+			}
+			*idx++
+			if cm.gotOut && cm.gotErr {
+				cm.completeLocked(cm.rc)
+			}
+		}
+	}
+	ss.s.notify()
+}
+
+func (cm *command) appendLocked(p []byte) {
+	if cm.log != nil {
+		n, _ := cm.log.Write(p)
+		cm.size += int64(n)
+	}
+	close(cm.grew)
+	cm.grew = make(chan struct{})
+}
+
+func (cm *command) completeLocked(code int) {
+	if cm.exitCode != nil {
+		return
+	}
+	cm.exitCode = &code
+	if cm.log != nil {
+		_ = cm.log.Close()
+		cm.log = nil
+	}
+	close(cm.done)
+	close(cm.grew)
+	cm.grew = make(chan struct{})
+}
+
+// finish runs once the shell exited and its output drained: commands that
+// never completed end with the shell's exit status (the one that ran
+// `exit`) or -1 (never started).
+func (ss *session) finish(code int) {
+	ss.mu.Lock()
+	ss.dead = true
+	ss.shellCode = code
+	first := true
+	for _, cm := range ss.dispatched {
+		if cm.exitCode != nil {
+			continue
+		}
+		if first {
+			cm.completeLocked(code)
+			first = false
+			continue
+		}
+		cm.completeLocked(-1)
+	}
+	ss.mu.Unlock()
+	_ = ss.inputW.Close()
+	close(ss.exited)
+	ss.s.notify()
+}
+
+// kill ends the session: SIGTERM to its process group, SIGKILL after a
+// short grace (the daemon waits up to 5 s; 1 s keeps tests quick).
+func (ss *session) kill() {
+	ss.mu.Lock()
+	ss.killing = true
+	ss.mu.Unlock()
+	_ = ss.script.Close()
+	pid := ss.cmd.Process.Pid
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-ss.exited:
+	case <-t.C:
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		<-ss.exited
+	}
+	// Stragglers that left the group's pipes open are gone with the group.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = os.RemoveAll(ss.dir)
+}
+
+func (c *call) session() *session {
+	c.sb.tb.mu.Lock()
+	ss := c.sb.tb.sessions[c.param("sessionId")]
+	c.sb.tb.mu.Unlock()
+	if ss == nil {
+		writeToolboxError(c.w, c.r, http.StatusNotFound, "session not found")
+	}
+	return ss
+}
+
+func tbGetSession(c *call) {
+	if c.param("sessionId") == "entrypoint" {
+		writeJSON(c.w, http.StatusOK, map[string]any{"sessionId": "entrypoint", "commands": []any{}})
+		return
+	}
+	if ss := c.session(); ss != nil {
+		writeJSON(c.w, http.StatusOK, ss.dto())
+	}
+}
+
+func tbDeleteSession(c *call) {
+	sb := c.sb
+	sb.tb.mu.Lock()
+	ss := sb.tb.sessions[c.param("sessionId")]
+	delete(sb.tb.sessions, c.param("sessionId"))
+	sb.tb.mu.Unlock()
+	if ss == nil {
+		writeToolboxError(c.w, c.r, http.StatusNotFound, "session not found")
+		return
+	}
+	ss.kill()
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+func tbSessionExec(c *call) {
+	if c.param("sessionId") == "entrypoint" {
+		writeToolboxError(c.w, c.r, http.StatusBadRequest, "cannot execute commands in the entrypoint session")
+		return
+	}
+	ss := c.session()
+	if ss == nil {
+		return
+	}
+	var req struct {
+		Command           string `json:"command"`
+		RunAsync          bool   `json:"runAsync"`
+		Async             bool   `json:"async"`
+		SuppressInputEcho bool   `json:"suppressInputEcho"`
+	}
+	if err := json.NewDecoder(c.r.Body).Decode(&req); err != nil || strings.TrimSpace(req.Command) == "" {
+		writeEmpty(c.w, http.StatusBadRequest)
+		return
+	}
+	async := req.RunAsync || req.Async
+	cm, err := ss.dispatch(req.Command, async, req.SuppressInputEcho)
+	if err != nil {
+		writeToolboxError(c.w, c.r, http.StatusGone, err.Error())
+		return
+	}
+	mode := requestMode(c.r)
+	if async {
+		writeJSON(c.w, http.StatusAccepted, map[string]any{"cmdId": cm.id, "output": nil, "stdout": nil, "stderr": nil, "exitCode": nil})
+		return
+	}
+	select {
+	case <-cm.done:
+	case <-c.ctx().Done():
+		return
+	case <-c.s.done:
+		return
+	}
+	ss.mu.Lock()
+	killed := ss.killing
+	code := *cm.exitCode
+	ss.mu.Unlock()
+	if killed {
+		writeToolboxError(c.w, c.r, http.StatusBadRequest, "session cancelled")
+		return
+	}
+	raw, _ := os.ReadFile(cm.logPath)
+	resp := map[string]any{"cmdId": cm.id, "exitCode": code, "stdout": nil, "stderr": nil}
+	switch mode {
+	case modeSplit:
+		o, e := demux(raw)
+		resp["output"], resp["stdout"], resp["stderr"] = string(raw), string(o), string(e)
+	case modeRaw:
+		resp["output"] = string(raw)
+	default:
+		resp["output"] = string(stripMarkers(raw))
+	}
+	writeJSON(c.w, http.StatusOK, resp)
+}
+
+// dispatch hands one command to the session's shell.
+func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.dead || ss.killing {
+		return nil, errors.New("session process has exited")
+	}
+	cm := &command{
+		id: uuid.NewString(), text: text, async: async, suppressEcho: suppressEcho,
+		done: make(chan struct{}), grew: make(chan struct{}),
+	}
+	cm.logPath = filepath.Join(ss.dir, cm.id+".log")
+	scriptPath := filepath.Join(ss.dir, cm.id+".sh")
+	if err := os.WriteFile(scriptPath, []byte(text+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(cm.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	cm.log = f
+	stdin := "</dev/null"
+	if async {
+		stdin = "<&3"
+	}
+	tok := string(ss.token)
+	line := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; source %s %s; printf '%%s:%%s:%%s\\n' %s %s \"$?\"; printf '%%s:%%s\\n' %s %s >&2\n",
+		ss.sb.fsizeBlocks(), shellQuote(scriptPath), stdin, shellQuote(tok), shellQuote(cm.id), shellQuote(tok), shellQuote(cm.id))
+	if _, err := io.WriteString(ss.script, line); err != nil {
+		_ = f.Close()
+		return nil, errors.New("session process has exited")
+	}
+	ss.commands[cm.id] = cm
+	ss.order = append(ss.order, cm)
+	ss.dispatched = append(ss.dispatched, cm)
+	ss.s.recordDispatch(Dispatch{Sandbox: ss.sb.id, Session: ss.id, CommandID: cm.id, Command: text, Async: async})
+	return cm, nil
+}
+
+func (c *call) command() (*session, *command) {
+	ss := c.session()
+	if ss == nil {
+		return nil, nil
+	}
+	ss.mu.Lock()
+	cm := ss.commands[c.param("commandId")]
+	ss.mu.Unlock()
+	if cm == nil {
+		writeToolboxError(c.w, c.r, http.StatusNotFound, "command not found")
+		return nil, nil
+	}
+	return ss, cm
+}
+
+func tbCommand(c *call) {
+	ss, cm := c.command()
+	if cm == nil {
+		return
+	}
+	ss.mu.Lock()
+	d := cm.dtoLocked()
+	ss.mu.Unlock()
+	writeJSON(c.w, http.StatusOK, d)
+}
+
+func tbCommandInput(c *call) {
+	ss, cm := c.command()
+	if cm == nil {
+		return
+	}
+	var req struct {
+		Data *string `json:"data"`
+	}
+	if err := json.NewDecoder(c.r.Body).Decode(&req); err != nil || req.Data == nil {
+		writeEmpty(c.w, http.StatusBadRequest)
+		return
+	}
+	data := *req.Data
+	if !strings.HasSuffix(data, "\n") {
+		data += "\n"
+	}
+	ss.mu.Lock()
+	if cm.exitCode != nil {
+		code := *cm.exitCode
+		ss.mu.Unlock()
+		writeToolboxError(c.w, c.r, http.StatusGone, fmt.Sprintf("command has already completed with exit code %d", code))
+		return
+	}
+	if ss.dead {
+		ss.mu.Unlock()
+		writeToolboxError(c.w, c.r, http.StatusGone, "session process has exited")
+		return
+	}
+	if !cm.suppressEcho {
+		rec := append(append([]byte{}, markerStdout...), data...)
+		cm.appendLocked(rec)
+	}
+	async := cm.async
+	ss.mu.Unlock()
+	if async {
+		if _, err := io.WriteString(ss.inputW, data); err != nil {
+			writeToolboxError(c.w, c.r, http.StatusGone, "session process has exited")
+			return
+		}
+	}
+	c.s.notify()
+	c.w.WriteHeader(http.StatusNoContent)
+}
+
+// CommandResult is a finished (or running) session command as the
+// emulator recorded it.
+type CommandResult struct {
+	ID, Command    string
+	ExitCode       *int
+	Stdout, Stderr []byte
+	Raw            []byte // the log with markers
+}
+
+// Command returns a session command's state and output.
+func (s *Server) Command(sandboxID, sessionID, commandID string) (CommandResult, bool) {
+	s.init()
+	s.mu.Lock()
+	sb := s.sandboxes[sandboxID]
+	s.mu.Unlock()
+	if sb == nil {
+		return CommandResult{}, false
+	}
+	sb.tb.mu.Lock()
+	ss := sb.tb.sessions[sessionID]
+	sb.tb.mu.Unlock()
+	if ss == nil {
+		return CommandResult{}, false
+	}
+	ss.mu.Lock()
+	cm := ss.commands[commandID]
+	var res CommandResult
+	if cm != nil {
+		res = CommandResult{ID: cm.id, Command: cm.text}
+		if cm.exitCode != nil {
+			v := *cm.exitCode
+			res.ExitCode = &v
+		}
+	}
+	ss.mu.Unlock()
+	if cm == nil {
+		return CommandResult{}, false
+	}
+	res.Raw, _ = os.ReadFile(cm.logPath)
+	res.Stdout, res.Stderr = demux(res.Raw)
+	return res, true
+}
+
+// AwaitCommand waits until a session command has an exit code.
+func (s *Server) AwaitCommand(ctx context.Context, sandboxID, sessionID, commandID string) (CommandResult, error) {
+	var res CommandResult
+	err := s.Await(ctx, func() bool {
+		r, ok := s.Command(sandboxID, sessionID, commandID)
+		res = r
+		return ok && r.ExitCode != nil
+	})
+	return res, err
+}

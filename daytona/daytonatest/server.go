@@ -1,0 +1,399 @@
+package daytonatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Path prefixes under which the emulator mounts its two planes. Both are
+// non-root on purpose: a client that builds absolute paths instead of
+// joining onto the base URL it was given fails against the emulator.
+const (
+	// APIPrefix is where the control plane lives (Daytona's NestJS global prefix).
+	APIPrefix = "/api"
+	// ToolboxPrefix is where the toolbox proxy lives; sandboxes report
+	// toolboxProxyUrl = <server>/proxy/toolbox.
+	ToolboxPrefix = "/proxy/toolbox"
+)
+
+// Defaults used when an option is not given.
+const (
+	DefaultTransitionDelay = 5 * time.Millisecond
+	DefaultStartWait       = 30 * time.Second
+	DefaultOrganizationID  = "org-daytonatest"
+)
+
+// Option configures a Server built by New or NewServer.
+type Option func(*config)
+
+type config struct {
+	apiKey          string
+	orgID           string
+	dir             string
+	transitionDelay time.Duration
+	startWait       time.Duration
+	diskBytes       int64
+	now             func() time.Time
+	logf            func(format string, args ...any)
+}
+
+// WithAPIKey sets the bearer token the server accepts (default: random).
+func WithAPIKey(key string) Option { return func(c *config) { c.apiKey = key } }
+
+// WithOrganizationID sets the organization every sandbox belongs to.
+func WithOrganizationID(id string) Option { return func(c *config) { c.orgID = id } }
+
+// WithDir sets the host directory under which every sandbox gets its own
+// tree (default: t.TempDir() for NewServer, a fresh temp dir otherwise).
+func WithDir(dir string) Option { return func(c *config) { c.dir = dir } }
+
+// WithTransitionDelay sets how long each intermediate lifecycle state
+// (creating, stopping, starting, destroying, ...) lasts before the next
+// one. Zero keeps the default; use HoldTransitions to freeze a state.
+func WithTransitionDelay(d time.Duration) Option { return func(c *config) { c.transitionDelay = d } }
+
+// WithStartWait sets how long create/start/recover block waiting for
+// "started" before answering with the current DTO, as Daytona's API does
+// for up to 30 s.
+func WithStartWait(d time.Duration) Option { return func(c *config) { c.startWait = d } }
+
+// WithDiskBytes sets every new sandbox's disk allocation in bytes
+// (default: the sandbox's "disk" GiB).
+func WithDiskBytes(n int64) Option { return func(c *config) { c.diskBytes = n } }
+
+// WithClock sets the clock used for DTO timestamps.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithLogf sets a debug logger (e.g. t.Logf). Secrets are never passed to it.
+func WithLogf(logf func(format string, args ...any)) Option { return func(c *config) { c.logf = logf } }
+
+// Server is the Daytona emulator. The zero value is ready to use as an
+// http.Handler (it generates an API key, see APIKey, and a temp dir that
+// Close removes); New and NewServer apply options.
+type Server struct {
+	initOnce sync.Once
+	cfg      config
+	ownDir   bool // dir was created by us and is removed on Close
+	stateDir string
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced on every observable change
+	sandboxes map[string]*sandbox
+	order     []string // creation order of sandbox ids
+	holds     map[string]int
+	faults    []*FaultHandle
+	requests  []*Request
+	dispatch  []Dispatch
+	closed    bool
+
+	baseURL atomic.Value // string: scheme://host:port once known (Start / NewServer)
+
+	done   chan struct{}
+	wg     sync.WaitGroup
+	httpSv *httptest.Server
+	lnSv   *http.Server
+}
+
+// New returns a configured Server that is not listening yet: use it as an
+// http.Handler, or call Start.
+func New(opts ...Option) *Server {
+	s := &Server{}
+	for _, o := range opts {
+		o(&s.cfg)
+	}
+	s.init()
+	return s
+}
+
+// NewServer starts a Server on 127.0.0.1 with httptest and closes it when
+// the test ends.
+func NewServer(t testing.TB, opts ...Option) *Server {
+	t.Helper()
+	s := &Server{}
+	s.cfg.dir = t.TempDir()
+	for _, o := range opts {
+		o(&s.cfg)
+	}
+	s.init()
+	hs := httptest.NewUnstartedServer(s)
+	hs.Start()
+	s.mu.Lock()
+	s.httpSv = hs
+	s.baseURL.Store(hs.URL)
+	s.mu.Unlock()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start serves the emulator on addr, which must be a loopback address
+// ("127.0.0.1:0" picks a free port; "" means that). It returns the API
+// base URL.
+func (s *Server) Start(addr string) (string, error) {
+	s.init()
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("daytonatest: listen address %q: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		return "", fmt.Errorf("daytonatest: refusing non-loopback listen address %q", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("daytonatest: %w", err)
+	}
+	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	s.mu.Lock()
+	s.lnSv = hs
+	s.baseURL.Store("http://" + ln.Addr().String())
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		_ = hs.Serve(ln)
+	}()
+	return s.URL(), nil
+}
+
+func (s *Server) init() {
+	s.initOnce.Do(func() {
+		c := &s.cfg
+		if c.apiKey == "" {
+			c.apiKey = "dtn_test_" + randHex(16)
+		}
+		if c.orgID == "" {
+			c.orgID = DefaultOrganizationID
+		}
+		if c.transitionDelay <= 0 {
+			c.transitionDelay = DefaultTransitionDelay
+		}
+		if c.startWait <= 0 {
+			c.startWait = DefaultStartWait
+		}
+		if c.now == nil {
+			c.now = time.Now
+		}
+		if c.dir == "" {
+			d, err := os.MkdirTemp("", "daytonatest-")
+			if err != nil {
+				panic(fmt.Sprintf("daytonatest: temp dir: %v", err))
+			}
+			c.dir = d
+			s.ownDir = true
+		}
+		if real, err := filepath.EvalSymlinks(c.dir); err == nil {
+			c.dir = real
+		}
+		s.stateDir = filepath.Join(c.dir, ".daytonatest-state")
+		if err := os.MkdirAll(s.stateDir, 0o700); err != nil {
+			panic(fmt.Sprintf("daytonatest: state dir: %v", err))
+		}
+		s.changed = make(chan struct{})
+		s.sandboxes = map[string]*sandbox{}
+		s.holds = map[string]int{}
+		s.done = make(chan struct{})
+	})
+}
+
+// URL is the API base URL including its path prefix, e.g.
+// http://127.0.0.1:4321/api. Empty until the server listens.
+func (s *Server) URL() string {
+	s.init()
+	b := s.base()
+	if b == "" {
+		return ""
+	}
+	return b + APIPrefix
+}
+
+// ToolboxURL is the toolboxProxyUrl the sandboxes report.
+func (s *Server) ToolboxURL() string {
+	s.init()
+	b := s.base()
+	if b == "" {
+		return ""
+	}
+	return b + ToolboxPrefix
+}
+
+// APIKey is the bearer token the server accepts.
+func (s *Server) APIKey() string { s.init(); return s.cfg.apiKey }
+
+// OrganizationID is the organization of every sandbox.
+func (s *Server) OrganizationID() string { s.init(); return s.cfg.orgID }
+
+// Dir is the host directory holding the sandbox trees.
+func (s *Server) Dir() string { s.init(); return s.cfg.dir }
+
+// Close stops the listener (if any), kills every process the sandboxes
+// run, stops background transitions and waits for them. It is idempotent.
+func (s *Server) Close() {
+	s.init()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	close(s.done)
+	hs, ls := s.httpSv, s.lnSv
+	var boxes []*sandbox
+	for _, sb := range s.sandboxes {
+		boxes = append(boxes, sb)
+	}
+	s.notifyLocked()
+	s.mu.Unlock()
+	for _, sb := range boxes {
+		sb.killAll("server closed")
+	}
+	if hs != nil {
+		hs.CloseClientConnections()
+		hs.Close()
+	}
+	if ls != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = ls.Shutdown(ctx)
+		cancel()
+		_ = ls.Close()
+	}
+	s.wg.Wait()
+	if s.ownDir {
+		_ = os.RemoveAll(s.cfg.dir)
+	}
+}
+
+// notifyLocked wakes every waiter; s.mu must be held.
+func (s *Server) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+func (s *Server) notify() {
+	s.mu.Lock()
+	s.notifyLocked()
+	s.mu.Unlock()
+}
+
+// Await blocks until cond returns true, re-evaluating it after every
+// observable change in the server (state transitions, requests, command
+// output and completion, ...). cond runs without the server lock held and
+// may call any Server method. It returns ctx.Err() if ctx ends first.
+func (s *Server) Await(ctx context.Context, cond func() bool) error {
+	s.init()
+	for {
+		s.mu.Lock()
+		ch := s.changed
+		s.mu.Unlock()
+		if cond() {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// goBackground runs f on a goroutine that Close waits for.
+func (s *Server) goBackground(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// sleep waits d or until the server closes / ctx ends; false if interrupted.
+func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.done:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.logf != nil {
+		s.cfg.logf(format, args...)
+	}
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// ServeHTTP implements http.Handler for both planes.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.init()
+	path := r.URL.Path
+	switch {
+	case path == APIPrefix || strings.HasPrefix(path, APIPrefix+"/"):
+		s.serveAPI(w, r, strings.TrimPrefix(path, APIPrefix))
+	case strings.HasPrefix(path, ToolboxPrefix+"/"):
+		s.serveToolbox(w, r, strings.TrimPrefix(path, ToolboxPrefix))
+	default:
+		writeAPIError(w, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, path))
+	}
+}
+
+func (s *Server) base() string {
+	b, _ := s.baseURL.Load().(string)
+	return b
+}
+
+// baseFor returns scheme://host for URLs the server hands out.
+func (s *Server) baseFor(r *http.Request) string {
+	if b := s.base(); b != "" {
+		return b
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func bearerOK(r *http.Request, key string) bool {
+	h := r.Header.Get("Authorization")
+	const p = "Bearer "
+	if len(h) <= len(p) || !strings.EqualFold(h[:len(p)], p) {
+		return false
+	}
+	return h[len(p):] == key
+}
+
+var errClosed = errors.New("daytonatest: server closed")
