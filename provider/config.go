@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -127,13 +128,43 @@ func (l EnvLookup) get(key string) string {
 	return v
 }
 
-// secret holds the API key behind a pointer. fmt prints pointers nested in
-// structs as addresses, so even a Config embedded in another value that is
-// printed with %v/%+v/%#v (where Config's own Format is not consulted, e.g. as
-// an unexported field) shows no key. Reflection-based dumpers that follow
-// pointers (spew with DisableMethods) can still reach it; do not dump configs
-// with them.
-type secret struct{ value string }
+// secret holds the API key masked (XOR with a random per-process pad whose
+// bytes are never zero). Config's own String/Format/LogValue/MarshalJSON
+// redact it, but fmt also prints values it reaches by reflection — a Config
+// held in an unexported field, or printed with a verb the field type does not
+// support, is dumped field by field, pointers included — and so do
+// reflection-based dumpers such as spew. Masking keeps the key out of all of
+// them; equal keys still compare equal within the process.
+type secret struct{ masked string }
+
+var secretPad = newSecretPad()
+
+func newSecretPad() [32]byte {
+	var pad [32]byte
+	_, _ = rand.Read(pad[:]) // crypto/rand.Read never fails (it aborts the process instead)
+	for i := range pad {
+		if pad[i] == 0 {
+			pad[i] = 0xa5 // a zero byte would leave that key byte readable
+		}
+	}
+	return pad
+}
+
+func sealSecret(plain string) secret {
+	b := []byte(plain)
+	for i := range b {
+		b[i] ^= secretPad[i%len(secretPad)]
+	}
+	return secret{masked: string(b)}
+}
+
+func (s secret) reveal() string {
+	b := []byte(s.masked)
+	for i := range b {
+		b[i] ^= secretPad[i%len(secretPad)]
+	}
+	return string(b)
+}
 
 // Config is a parsed Daytona environment config. The zero value is not
 // useful; get one from ParseConfig or DefaultConfig.
@@ -142,7 +173,7 @@ type secret struct{ value string }
 // not a field: read it with APIKey or ResolveAPIKey. Printing a Config with
 // fmt, slog or encoding/json never shows the key.
 type Config struct {
-	apiKey *secret
+	apiKey secret
 
 	APIURL   string // "" = the client's default endpoint
 	Target   string // "" = the account's default target
@@ -198,22 +229,12 @@ func DefaultConfig() Config {
 // APIKey returns the trimmed apiKey from the config, or "" when it has none.
 // During environmentValidateConfig this may be a secret id (see IsSecretID);
 // in every other call the host has resolved it to the key.
-func (c Config) APIKey() string {
-	if c.apiKey == nil {
-		return ""
-	}
-	return c.apiKey.value
-}
+func (c Config) APIKey() string { return c.apiKey.reveal() }
 
 // WithAPIKey returns a copy of c with the given API key (trimmed; blank
 // clears it). For tests and for callers that build configs in code.
 func (c Config) WithAPIKey(key string) Config {
-	key = jsTrim(key)
-	if key == "" {
-		c.apiKey = nil
-	} else {
-		c.apiKey = &secret{value: key}
-	}
+	c.apiKey = sealSecret(jsTrim(key))
 	return c
 }
 
@@ -312,8 +333,9 @@ type fields struct {
 // ParseConfig parses an environment config leniently (§2.1): unknown keys
 // are ignored, numbers may arrive as JSON numbers or strings and are coerced
 // with JavaScript's Number() semantics, booleans count only when literally
-// true. raw may be json.RawMessage, []byte, map[string]any, nil (an empty
-// config) or any value encoding/json marshals to an object.
+// true. raw may be json.RawMessage, []byte or string (JSON text),
+// map[string]any, nil (an empty config) or any value encoding/json marshals
+// to an object.
 //
 // The only error is a *ValidationError for input that is not a JSON object.
 // Field values never fail parsing; use Validate for that.
@@ -343,6 +365,8 @@ func configObject(raw any) (map[string]any, error) {
 		data = x
 	case []byte:
 		data = x
+	case string:
+		data = []byte(x)
 	default:
 		b, err := json.Marshal(raw)
 		if err != nil {
@@ -526,9 +550,7 @@ func (f fields) config() Config {
 		RunnerIdleTimeoutMs:     f.runnerIdleTimeoutMs,
 		WarmRunnerIdleTimeoutMs: f.warmIdleTimeoutMs,
 	}
-	if f.apiKey != "" {
-		c.apiKey = &secret{value: f.apiKey}
-	}
+	c.apiKey = sealSecret(f.apiKey)
 	return c
 }
 
