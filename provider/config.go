@@ -669,7 +669,17 @@ func isAbsoluteURL(s string) bool {
 			return false
 		}
 	}
-	return u.Hostname() != ""
+	host := u.Hostname()
+	if host == "" {
+		return false
+	}
+	if strings.HasPrefix(u.Host, "[") {
+		return true // IPv6 literal, already checked by url.Parse
+	}
+	// WHATWG forbidden domain code points that url.Parse lets through.
+	return !strings.ContainsFunc(host, func(r rune) bool {
+		return r <= 0x20 || r == 0x7f || strings.ContainsRune(`#%/:<>?@[\]^|`, r)
+	})
 }
 
 // IsSecretID reports whether s is shaped like a host secret id (a UUID,
@@ -835,6 +845,33 @@ func ptrAny[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// LeaseConfigMetadata returns the config-derived keys of the lease metadata
+// (§4.5): image and snapshot (null when unset), timeoutMs, reuseLease, each
+// resource only when configured (test 51), and archiveOnRelease only when
+// true (release rebuilds its config from the metadata). The values equal the
+// normalized config's, so they JSON-equal the saved config the host compares
+// them with for reuse matching (protocol.md §3.2). target is not included:
+// metadata records the sandbox's actual target. Nothing host-owned and
+// nothing secret is included. Each call returns a new map.
+func LeaseConfigMetadata(c Config) map[string]any {
+	n := Normalize(c)
+	m := map[string]any{
+		"image":      ptrAny(n.Image),
+		"snapshot":   ptrAny(n.Snapshot),
+		"timeoutMs":  n.TimeoutMs,
+		"reuseLease": n.ReuseLease,
+	}
+	for key, v := range map[string]*float64{"cpu": n.CPU, "memory": n.Memory, "disk": n.Disk, "gpu": n.GPU} {
+		if v != nil {
+			m[key] = *v
+		}
+	}
+	if n.ArchiveOnRelease {
+		m["archiveOnRelease"] = true
+	}
+	return m
 }
 
 // --- redaction ---

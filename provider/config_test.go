@@ -307,6 +307,24 @@ func TestValidateEachRule(t *testing.T) {
 	}
 }
 
+// apiUrl validity against `new URL(s)` (expected values from Node.js 20).
+func TestAPIURLMatchesWHATWG(t *testing.T) {
+	cases := map[string]bool{
+		"https://app.daytona.io/api": true, "http://127.0.0.1:3000/api": true, "not a url": false,
+		"app.daytona.io/api": false, "https://": false, "https:": false, "https:example.com": true,
+		"https:///example.com": true, "http://x:99999": false, "http://x:65535": true, "http://x:abc": false,
+		"foo:bar": true, "mailto:a@b": true, "file:///tmp": true, "file:": true, "https://exa mple.com": false,
+		"https://a<b.com": false, "http://[::1]:80/": true, "http://[::1": false, "https://user:pass@host/": true,
+		"https://host/path with space": true, "https://host?q=1": true, "https://host#frag": true,
+		"//host/path": false, "/relative": false, "1http://x": false, "http://a^b": false, "http://a|b": false,
+		"http://%zz": false, "http://a%20b": false, "ws://x": true, "javascript:alert(1)": true,
+		"https://:80": false, "https://@host": true, "https://host:/x": true, "HTTPS://HOST": true,
+	}
+	for s, want := range cases {
+		assert.Equal(t, want, isAbsoluteURL(s), "new URL(%q)", s)
+	}
+}
+
 // The order of §2.2, all at once, with ttlMinutes appended last.
 func TestValidateOrder(t *testing.T) {
 	// Blank image and snapshot parse to unset, so "both" cannot fire with
@@ -426,6 +444,37 @@ func TestNormalize(t *testing.T) {
 		*n.CPU = 99
 		assert.Equal(t, 2.0, *c.CPU)
 	})
+}
+
+// records requested resources in lease metadata — only configured keys (test 51).
+func TestLeaseConfigMetadata(t *testing.T) {
+	const key = "dtn_metadata_secret"
+	c := mustParse(t, `{"apiKey":"`+key+`","image":"node:20","cpu":"4","memory":8,"reuseLease":true,
+		"runnerLifecycleMode":"warm","warmRunnerIdleTimeoutMs":900000,"target":"us"}`)
+	m := LeaseConfigMetadata(c)
+	assert.Equal(t, map[string]any{
+		"image": "node:20", "snapshot": nil, "timeoutMs": int64(300000), "reuseLease": true,
+		"cpu": 4.0, "memory": 8.0,
+	}, m)
+	b, err := StableStringify(m)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), key)
+
+	m = LeaseConfigMetadata(mustParse(t, `{"snapshot":"snap","archiveOnRelease":true,"timeoutMs":"1000"}`))
+	assert.Equal(t, map[string]any{
+		"image": nil, "snapshot": "snap", "timeoutMs": int64(1000), "reuseLease": false, "archiveOnRelease": true,
+	}, m)
+
+	// Every metadata key the saved (normalized) config also has is JSON-equal
+	// to it, so host reuse matching keeps finding the lease.
+	n, err := ValidateConfig(`{"apiKey":"k","image":"node:20","cpu":"4","disk":10.5,"reuseLease":true,"timeoutMs":"450000.9"}`, nil)
+	require.NoError(t, err)
+	saved := n.AsMap()
+	for k, v := range LeaseConfigMetadata(mustParse(t, `{"apiKey":"k","image":"node:20","cpu":"4","disk":10.5,"reuseLease":true,"timeoutMs":"450000.9"}`)) {
+		mv, _ := StableStringify(v)
+		sv, _ := StableStringify(saved[k])
+		assert.Equal(t, string(sv), string(mv), k)
+	}
 }
 
 func TestResolveAPIKeyAndFingerprint(t *testing.T) {
