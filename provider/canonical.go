@@ -49,6 +49,8 @@ import (
 //     so JSON.stringify's \udXXX escapes for them never arise.
 //   - Map keys of kinds other than string are rejected with an error, as are
 //     channels, functions and complex numbers.
+//   - A nil slice or map is null, as encoding/json renders it (JavaScript has
+//     no such value; an empty one is [] or {}).
 func StableStringify(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := writeStable(&buf, v, 0); err != nil {
@@ -110,6 +112,10 @@ func writeStable(buf *bytes.Buffer, v any, depth int) error {
 		}
 		return writeStable(buf, decoded, depth+1)
 	case []any:
+		if x == nil {
+			buf.WriteString("null")
+			return nil
+		}
 		buf.WriteByte('[')
 		for i, e := range x {
 			if i > 0 {
@@ -121,6 +127,10 @@ func writeStable(buf *bytes.Buffer, v any, depth int) error {
 		}
 		buf.WriteByte(']')
 	case []string:
+		if x == nil {
+			buf.WriteString("null")
+			return nil
+		}
 		buf.WriteByte('[')
 		for i, e := range x {
 			if i > 0 {
@@ -130,6 +140,10 @@ func writeStable(buf *bytes.Buffer, v any, depth int) error {
 		}
 		buf.WriteByte(']')
 	case map[string]any:
+		if x == nil {
+			buf.WriteString("null")
+			return nil
+		}
 		keys := sortedKeysUTF16(x)
 		buf.WriteByte('{')
 		for i, k := range keys {
@@ -144,6 +158,10 @@ func writeStable(buf *bytes.Buffer, v any, depth int) error {
 		}
 		buf.WriteByte('}')
 	case map[string]string:
+		if x == nil {
+			buf.WriteString("null")
+			return nil
+		}
 		keys := sortedKeysUTF16(x)
 		buf.WriteByte('{')
 		for i, k := range keys {

@@ -200,6 +200,8 @@ func TestStableStringify(t *testing.T) {
 			Alpha *string `json:"alpha"`
 		}{Zeta: 1}, `{"alpha":null,"zeta":1}`},
 		{"named float NaN", namedFloat(math.NaN()), "null"},
+		{"nil slice and map are null, empty ones are not", map[string]any{"a": []any(nil), "b": map[string]string(nil), "c": []string{}, "d": map[string]any{}},
+			`{"a":null,"b":null,"c":[],"d":{}}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -876,8 +876,8 @@ func LeaseConfigMetadata(c Config) map[string]any {
 
 // --- redaction ---
 
-// Redacted is the placeholder shown instead of the API key.
-const Redacted = "[REDACTED]"
+// RedactedPlaceholder is the placeholder shown instead of the API key.
+const RedactedPlaceholder = "[REDACTED]"
 
 // Redacted returns a log-safe view of c: the normalized keys with apiKey
 // replaced by "[REDACTED]" (or null when no key is configured), plus the
@@ -903,7 +903,7 @@ func (c Config) Redacted() map[string]any {
 func (n NormalizedConfig) redactedMap() map[string]any {
 	m := n.AsMap()
 	if n.APIKey != nil {
-		m["apiKey"] = Redacted
+		m["apiKey"] = RedactedPlaceholder
 	}
 	return m
 }

@@ -734,11 +734,11 @@ func TestConfigRedaction(t *testing.T) {
 		assert.NotContains(t, out, "SUPER_SECRET")
 	}
 	// The redacted view still says what is configured.
-	assert.Contains(t, c.String(), Redacted)
+	assert.Contains(t, c.String(), RedactedPlaceholder)
 	assert.Contains(t, c.String(), "node:20")
-	assert.Contains(t, logs.String(), Redacted)
-	assert.Contains(t, string(j), Redacted)
-	assert.Equal(t, Redacted, c.Redacted()["apiKey"])
+	assert.Contains(t, logs.String(), RedactedPlaceholder)
+	assert.Contains(t, string(j), RedactedPlaceholder)
+	assert.Equal(t, RedactedPlaceholder, c.Redacted()["apiKey"])
 	assert.Nil(t, mustParse(t, `{}`).Redacted()["apiKey"], "no key: null, not a placeholder")
 
 	// Masking keeps configs comparable: same key, equal configs.
