@@ -1,0 +1,556 @@
+package daytona_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+)
+
+// emu starts the emulator and a client for it with fast polling and
+// retries that do not really sleep long.
+func emu(t *testing.T, opts ...daytonatest.Option) (*daytonatest.Server, *daytona.Client) {
+	t.Helper()
+	srv := daytonatest.NewServer(t, opts...)
+	c, err := daytona.NewClient(
+		daytona.WithAPIURL(srv.URL()),
+		daytona.WithAPIKey(srv.APIKey()),
+		daytona.WithPollBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) }),
+		daytona.WithRetryPolicy(daytona.RetryPolicy{
+			BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) },
+			// Retry-After is honoured in seconds; cap the real wait in tests.
+			Sleep: func(ctx context.Context, d time.Duration) error {
+				t := time.NewTimer(min(d, 5*time.Millisecond))
+				defer t.Stop()
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-t.C:
+					return nil
+				}
+			},
+		}),
+	)
+	require.NoError(t, err)
+	return srv, c
+}
+
+func testName() string { return "daytona-client-test-" + uuid.NewString()[:8] }
+
+func startedSandbox(t *testing.T, c *daytona.Client) *daytona.Sandbox {
+	t.Helper()
+	sb, _, err := c.Sandboxes.Create(t.Context(), &daytona.CreateSandboxRequest{
+		Name: testName(), Snapshot: "base", Labels: map[string]string{"daytona-client-test": "1"},
+		AutoStopInterval: daytona.Minutes(15), AutoArchiveInterval: daytona.Minutes(60), AutoDeleteInterval: daytona.Minutes(10080),
+	})
+	require.NoError(t, err)
+	sb, err = c.Sandboxes.WaitUntilStarted(t.Context(), sb.ID)
+	require.NoError(t, err)
+	return sb
+}
+
+func TestEmulatorLifecycle(t *testing.T) {
+	t.Parallel()
+	srv, c := emu(t)
+	ctx := t.Context()
+	name := testName()
+	sb, _, err := c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{
+		Name: name, Snapshot: "base", Labels: map[string]string{"owner": "me", "purpose": "test"},
+		Env: map[string]string{"FOO": "bar"}, AutoStopInterval: daytona.Minutes(15), AutoArchiveInterval: daytona.Minutes(60),
+		AutoDeleteInterval: daytona.Minutes(-1),
+	})
+	require.NoError(t, err)
+	assert.Equal(t, name, sb.Name)
+	assert.NotEmpty(t, sb.ToolboxProxyURL)
+	sb, err = c.Sandboxes.WaitUntilStarted(ctx, sb.ID)
+	require.NoError(t, err)
+	require.NotNil(t, sb.AutoStopInterval)
+	assert.Equal(t, 15, *sb.AutoStopInterval)
+	assert.Equal(t, "bar", sb.Env["FOO"])
+
+	byName, _, err := c.Sandboxes.Get(ctx, name)
+	require.NoError(t, err)
+	assert.Equal(t, sb.ID, byName.ID)
+
+	_, _, err = c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{Name: name, Snapshot: "base"})
+	assert.ErrorIs(t, err, daytona.ErrConflict, "names are unique")
+
+	other := startedSandbox(t, c)
+	list, err := c.Sandboxes.ListAll(ctx, &daytona.ListOptions{Labels: map[string]string{"owner": "me"}, Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, sb.ID, list[0].ID)
+
+	_, _, err = c.Sandboxes.SetAutoStopInterval(ctx, sb.ID, 30)
+	require.NoError(t, err)
+	_, _, err = c.Sandboxes.SetAutoArchiveInterval(ctx, sb.ID, 120)
+	require.NoError(t, err)
+	_, _, err = c.Sandboxes.SetAutoDeleteInterval(ctx, sb.ID, 60)
+	require.NoError(t, err)
+	labels, _, err := c.Sandboxes.ReplaceLabels(ctx, sb.ID, map[string]string{"owner": "you"})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"owner": "you"}, labels)
+	_, err = c.Sandboxes.UpdateLastActivity(ctx, sb.ID)
+	require.NoError(t, err)
+	got, _, err := c.Sandboxes.Get(ctx, sb.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 30, *got.AutoStopInterval)
+	assert.Equal(t, 120, *got.AutoArchiveInterval)
+	assert.Equal(t, 60, *got.AutoDeleteInterval)
+	assert.Equal(t, map[string]string{"owner": "you"}, got.Labels)
+	proxy, _, err := c.Sandboxes.ToolboxProxyURL(ctx, sb.ID)
+	require.NoError(t, err)
+	assert.Equal(t, sb.ToolboxProxyURL, proxy)
+	pv, _, err := c.Sandboxes.PreviewURL(ctx, sb.ID, 3000)
+	require.NoError(t, err)
+	assert.NotEmpty(t, pv.URL)
+
+	_, _, err = c.Sandboxes.Stop(ctx, sb.ID, false)
+	require.NoError(t, err)
+	stopped, err := c.Sandboxes.WaitUntilStopped(ctx, sb.ID)
+	require.NoError(t, err)
+	assert.Equal(t, daytona.StateStopped, stopped.State)
+	_, _, err = c.Sandboxes.Archive(ctx, sb.ID)
+	require.NoError(t, err)
+	_, err = c.Sandboxes.WaitForState(ctx, sb.ID, daytona.StateArchived)
+	require.NoError(t, err)
+	_, _, err = c.Sandboxes.Start(ctx, sb.ID)
+	require.NoError(t, err)
+	_, err = c.Sandboxes.WaitUntilStarted(ctx, sb.ID)
+	require.NoError(t, err)
+
+	require.NoError(t, c.Sandboxes.DeleteAndWait(ctx, sb.ID))
+	_, _, err = c.Sandboxes.Get(ctx, sb.ID)
+	assert.ErrorIs(t, err, daytona.ErrNotFound)
+	require.NoError(t, c.Sandboxes.DeleteAndWait(ctx, sb.ID), "deleting twice is fine")
+	require.NoError(t, c.Sandboxes.DeleteAndWait(ctx, other.Name))
+	assert.Empty(t, srv.Sandboxes(), "everything deleted")
+}
+
+func TestEmulatorErrorStateAndMissingContainer(t *testing.T) {
+	t.Parallel()
+	srv, c := emu(t)
+	ctx := t.Context()
+	sb := startedSandbox(t, c)
+
+	require.NoError(t, srv.LoseContainer(sb.ID))
+	_, _, err := c.Toolbox.Execute(ctx, sb.Ref(), &daytona.ExecuteRequest{Command: "true"})
+	assert.ErrorIs(t, err, daytona.ErrContainerMissing)
+	assert.ErrorIs(t, err, daytona.ErrNotFound)
+
+	require.NoError(t, srv.StopSandbox(sb.ID))
+	_, err = c.Sandboxes.WaitUntilStopped(ctx, sb.ID)
+	require.NoError(t, err)
+	_, _, _ = c.Sandboxes.Start(ctx, sb.ID) // may answer with the error state or 400
+	_, err = c.Sandboxes.WaitUntilStarted(ctx, sb.ID)
+	var se *daytona.SandboxStateError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, daytona.StateError, se.State)
+	assert.False(t, se.Recoverable)
+	assert.ErrorIs(t, err, daytona.ErrContainerMissing, "reason %q", se.ErrorReason)
+	got, _, err := c.Sandboxes.Get(ctx, sb.ID)
+	require.NoError(t, err)
+	assert.True(t, got.ContainerMissing())
+
+	other := startedSandbox(t, c)
+	require.NoError(t, srv.SetError(other.ID, "no space left on device", true))
+	got, _, err = c.Sandboxes.Get(ctx, other.ID)
+	require.NoError(t, err)
+	assert.Equal(t, daytona.StateError, got.State)
+	assert.True(t, got.Recoverable)
+	assert.False(t, got.ContainerMissing())
+	_, _, err = c.Sandboxes.Recover(ctx, other.ID, false)
+	require.NoError(t, err)
+	_, err = c.Sandboxes.WaitUntilStarted(ctx, other.ID)
+	require.NoError(t, err)
+}
+
+func TestEmulatorToolboxProcess(t *testing.T) {
+	t.Parallel()
+	_, c := emu(t)
+	ctx := t.Context()
+	sb := startedSandbox(t, c)
+	ref := sb.Ref()
+
+	wd, _, err := c.Toolbox.WorkDir(ctx, ref)
+	require.NoError(t, err)
+	home, _, err := c.Toolbox.UserHomeDir(ctx, ref)
+	require.NoError(t, err)
+	assert.NotEmpty(t, wd)
+	assert.NotEmpty(t, home)
+
+	res, _, err := c.Toolbox.Execute(ctx, ref, &daytona.ExecuteRequest{Command: "echo hi; echo oops >&2; exit 4"})
+	require.NoError(t, err)
+	assert.Equal(t, 4, res.ExitCode)
+	assert.Contains(t, res.Result, "hi")
+	assert.Contains(t, res.Result, "oops")
+
+	_, _, err = c.Toolbox.Execute(ctx, ref, &daytona.ExecuteRequest{Command: "sleep 5", Timeout: 1})
+	assert.ErrorIs(t, err, daytona.ErrTimeout)
+
+	require.NoErrorf(t, func() error { _, err := c.Toolbox.CreateSession(ctx, ref, "s1"); return err }(), "create session")
+	_, err = c.Toolbox.CreateSession(ctx, ref, "s1")
+	assert.ErrorIs(t, err, daytona.ErrConflict)
+
+	// Session state carries over.
+	ex, _, err := c.Toolbox.ExecuteSessionCommand(ctx, ref, "s1", &daytona.SessionExecuteRequest{Command: "export ZED=42", RunAsync: true})
+	require.NoError(t, err)
+	waitExit(t, c, ref, "s1", ex.CmdID)
+
+	ex, _, err = c.Toolbox.ExecuteSessionCommand(ctx, ref, "s1", &daytona.SessionExecuteRequest{
+		Command: "( echo out $ZED; echo err >&2; printf 'partial'; exit 3 )", RunAsync: true})
+	require.NoError(t, err)
+	var out, errb bytes.Buffer
+	err = c.Toolbox.FollowSessionCommandLogs(ctx, ref, "s1", ex.CmdID, nil, func(ch daytona.LogChunk) error {
+		if ch.Stream == daytona.Stdout {
+			assert.EqualValues(t, out.Len(), ch.Offset)
+			out.Write(ch.Data)
+		} else {
+			assert.EqualValues(t, errb.Len(), ch.Offset)
+			errb.Write(ch.Data)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	code := waitExit(t, c, ref, "s1", ex.CmdID)
+	assert.Equal(t, 3, code)
+	logs, _, err := c.Toolbox.GetSessionCommandLogs(ctx, ref, "s1", ex.CmdID, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "out 42\npartial\n", logs.Stdout)
+	assert.Equal(t, "err\n", logs.Stderr)
+	assert.True(t, strings.HasPrefix(logs.Stdout, out.String()), "followed stdout %q is a prefix of the snapshot", out.String())
+	assert.True(t, strings.HasPrefix(logs.Stderr, errb.String()))
+
+	// Input to an async command.
+	ex, _, err = c.Toolbox.ExecuteSessionCommand(ctx, ref, "s1", &daytona.SessionExecuteRequest{Command: "read x; echo got $x", RunAsync: true, SuppressInputEcho: true})
+	require.NoError(t, err)
+	_, err = c.Toolbox.SendInput(ctx, ref, "s1", ex.CmdID, "abc")
+	require.NoError(t, err)
+	waitExit(t, c, ref, "s1", ex.CmdID)
+	logs, _, err = c.Toolbox.GetSessionCommandLogs(ctx, ref, "s1", ex.CmdID, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "got abc\n", logs.Stdout)
+	_, err = c.Toolbox.SendInput(ctx, ref, "s1", ex.CmdID, "late")
+	assert.ErrorIs(t, err, daytona.ErrGone)
+
+	sess, _, err := c.Toolbox.GetSession(ctx, ref, "s1")
+	require.NoError(t, err)
+	assert.Len(t, sess.Commands, 3)
+	_, err = c.Toolbox.DeleteSession(ctx, ref, "s1")
+	require.NoError(t, err)
+	_, _, err = c.Toolbox.GetSession(ctx, ref, "s1")
+	assert.ErrorIs(t, err, daytona.ErrNotFound)
+	assert.NotErrorIs(t, err, daytona.ErrContainerMissing)
+}
+
+// waitExit polls the command until it has an exit code (the emulator's
+// commands are real processes, so this is a condition wait).
+func waitExit(t *testing.T, c *daytona.Client, ref daytona.SandboxRef, sid, cid string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	b := backoff.WithContext(backoff.NewConstantBackOff(2*time.Millisecond), ctx)
+	code, err := backoff.RetryWithData(func() (int, error) {
+		cmd, _, err := c.Toolbox.GetSessionCommand(ctx, ref, sid, cid)
+		if err != nil {
+			return 0, backoff.Permanent(err)
+		}
+		if cmd.ExitCode == nil {
+			return 0, errors.New("running")
+		}
+		return *cmd.ExitCode, nil
+	}, b)
+	require.NoError(t, err)
+	return code
+}
+
+func TestEmulatorLogFollowFaults(t *testing.T) {
+	t.Parallel()
+	srv, c := emu(t)
+	ctx := t.Context()
+	sb := startedSandbox(t, c)
+	ref := sb.Ref()
+	_, err := c.Toolbox.CreateSession(ctx, ref, "s")
+	require.NoError(t, err)
+	ex, _, err := c.Toolbox.ExecuteSessionCommand(ctx, ref, "s", &daytona.SessionExecuteRequest{
+		Command: "( for i in 1 2 3 4 5; do echo line$i; echo eline$i >&2; done )", RunAsync: true})
+	require.NoError(t, err)
+	waitExit(t, c, ref, "s", ex.CmdID)
+	follow := func(opts *daytona.FollowOptions) (string, string, error) {
+		var out, errb bytes.Buffer
+		err := c.Toolbox.FollowSessionCommandLogs(ctx, ref, "s", ex.CmdID, opts, func(ch daytona.LogChunk) error {
+			if ch.Stream == daytona.Stdout {
+				out.Write(ch.Data)
+			} else {
+				errb.Write(ch.Data)
+			}
+			return nil
+		})
+		return out.String(), errb.String(), err
+	}
+	wantOut := "line1\nline2\nline3\nline4\nline5\n"
+	wantErr := "eline1\neline2\neline3\neline4\neline5\n"
+
+	out, errb, err := follow(nil)
+	require.NoError(t, err)
+	assert.Equal(t, wantOut, out, "replay from byte 0")
+	assert.Equal(t, wantErr, errb)
+
+	route := "/process/session/{sessionId}/command/{commandId}/logs"
+	h := srv.Inject(daytonatest.Fault{Route: route, WSSilent: true, Times: 1})
+	_, _, err = follow(&daytona.FollowOptions{IdleTimeout: 100 * time.Millisecond})
+	assert.ErrorIs(t, err, daytona.ErrTimeout, "a silent socket is detected")
+	h.Remove()
+
+	h = srv.Inject(daytonatest.Fault{Route: route, WSClose: true, WSCloseAfterBytes: 10, Times: 1})
+	_, _, err = follow(nil)
+	var se *daytona.StreamError
+	assert.ErrorAs(t, err, &se, "an abrupt close is an error, not the end")
+	h.Remove()
+
+	h = srv.Inject(daytonatest.Fault{Route: route, WSDropFinal: true, Times: 1})
+	out, errb, err = follow(nil)
+	require.NoError(t, err)
+	h.Remove()
+	logs, _, err := c.Toolbox.GetSessionCommandLogs(ctx, ref, "s", ex.CmdID, 0)
+	require.NoError(t, err)
+	assert.True(t, strings.HasPrefix(wantOut, out) && strings.HasPrefix(wantErr, errb), "a dropped final frame loses a suffix only")
+	assert.Equal(t, wantOut, logs.Stdout, "the snapshot reconciles")
+	assert.Equal(t, wantErr, logs.Stderr)
+
+	h = srv.Inject(daytonatest.Fault{Route: route, Status: 404, Times: 1})
+	_, _, err = follow(nil)
+	assert.ErrorIs(t, err, daytona.ErrNotFound, "a refused upgrade is a typed HTTP error")
+	h.Remove()
+}
+
+func TestEmulatorFiles(t *testing.T) {
+	t.Parallel()
+	_, c := emu(t)
+	ctx := t.Context()
+	sb := startedSandbox(t, c)
+	ref := sb.Ref()
+	home, _, err := c.Toolbox.UserHomeDir(ctx, ref)
+	require.NoError(t, err)
+	dir := home + "/data dir"
+
+	_, err = c.Files.CreateFolder(ctx, ref, dir, "755")
+	require.NoError(t, err)
+	res, _, err := c.Files.Upload(ctx, ref, []daytona.UploadFile{
+		{Path: dir + "/a.txt", Content: strings.NewReader("alpha")},
+		{Path: dir + "/sub/b.bin", Content: bytes.NewReader(bytes.Repeat([]byte{0, 1, 2, 255}, 50000))},
+	})
+	require.NoError(t, err)
+	assert.Len(t, res.Files, 2)
+
+	fi, _, err := c.Files.Info(ctx, ref, dir+"/sub/b.bin")
+	require.NoError(t, err)
+	assert.EqualValues(t, 200000, fi.Size)
+	assert.False(t, fi.IsDir)
+	_, _, err = c.Files.Info(ctx, ref, dir+"/nope")
+	assert.ErrorIs(t, err, daytona.ErrNotFound)
+
+	body, _, err := c.Files.Download(ctx, ref, dir+"/a.txt")
+	require.NoError(t, err)
+	b, err := io.ReadAll(body)
+	require.NoError(t, err)
+	body.Close()
+	assert.Equal(t, "alpha", string(b))
+
+	bd, _, err := c.Files.DownloadFiles(ctx, ref, []string{dir + "/a.txt", dir + "/missing", dir + "/sub/b.bin"})
+	require.NoError(t, err)
+	var got []string
+	for {
+		f, err := bd.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		if f.Err != nil {
+			assert.ErrorIs(t, f.Err, daytona.ErrNotFound)
+			got = append(got, f.Path+" error")
+			continue
+		}
+		n, err := io.Copy(io.Discard, f)
+		require.NoError(t, err)
+		got = append(got, fmt.Sprintf("%s %d", f.Path, n))
+	}
+	bd.Close()
+	assert.Equal(t, []string{dir + "/a.txt 5", dir + "/missing error", dir + "/sub/b.bin 200000"}, got)
+
+	_, err = c.Files.SetPermissions(ctx, ref, dir+"/a.txt", daytona.Permissions{Mode: "600"})
+	require.NoError(t, err)
+	fi, _, err = c.Files.Info(ctx, ref, dir+"/a.txt")
+	require.NoError(t, err)
+	assert.Equal(t, "0600", fi.Permissions)
+
+	list, _, err := c.Files.List(ctx, ref, dir)
+	require.NoError(t, err)
+	assert.Len(t, list, 2)
+
+	_, err = c.Files.Delete(ctx, ref, dir, false)
+	assert.ErrorIs(t, err, daytona.ErrBadRequest, "a directory needs recursive")
+	_, err = c.Files.Delete(ctx, ref, dir, true)
+	require.NoError(t, err)
+	_, _, err = c.Files.Info(ctx, ref, dir)
+	assert.ErrorIs(t, err, daytona.ErrNotFound)
+}
+
+func TestEmulatorPTY(t *testing.T) {
+	t.Parallel()
+	_, c := emu(t)
+	ctx := t.Context()
+	sb := startedSandbox(t, c)
+	ref := sb.Ref()
+
+	id, _, err := c.PTY.Create(ctx, ref, &daytona.PTYCreateRequest{ID: "term", Cols: 120, Rows: 30, LazyStart: true})
+	require.NoError(t, err)
+	assert.Equal(t, "term", id)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	p, err := c.PTY.Connect(cctx, ref, id)
+	require.NoError(t, err)
+	defer p.Close()
+	info, _, err := c.PTY.Resize(ctx, ref, id, 100, 40)
+	require.NoError(t, err)
+	assert.Equal(t, 100, info.Cols)
+
+	var out safeBuffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(&out, p)
+		done <- err
+	}()
+	_, err = p.Write([]byte("echo pty-$((40+2))\rexit 5\r"))
+	require.NoError(t, err)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("PTY did not exit")
+	}
+	assert.Contains(t, out.String(), "pty-42")
+	ex, ok := p.Exit()
+	require.True(t, ok)
+	assert.Equal(t, 5, ex.Code)
+
+	id2, _, err := c.PTY.Create(ctx, ref, &daytona.PTYCreateRequest{ID: "term2", LazyStart: true})
+	require.NoError(t, err)
+	p2, err := c.PTY.Connect(cctx, ref, id2)
+	require.NoError(t, err)
+	defer p2.Close()
+	_, err = c.PTY.Kill(ctx, ref, id2)
+	require.NoError(t, err)
+	_, err = io.Copy(io.Discard, p2)
+	require.NoError(t, err)
+	ex, ok = p2.Exit()
+	require.True(t, ok)
+	assert.Equal(t, 137, ex.Code)
+
+	_, err = c.PTY.Connect(cctx, ref, "no-such-pty")
+	assert.Error(t, err)
+}
+
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestEmulatorRetriesAndUncertainCreate(t *testing.T) {
+	t.Parallel()
+	srv, c := emu(t)
+	ctx := t.Context()
+	sb := startedSandbox(t, c)
+
+	// 429 with the bucket's Retry-After on a read: retried.
+	srv.ResetRequests()
+	srv.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Times: 2, Status: 429,
+		Header: http.Header{"Retry-After-authenticated": {"1"}}})
+	_, resp, err := c.Sandboxes.Get(ctx, sb.ID)
+	require.NoError(t, err)
+	assert.Equal(t, 3, resp.Attempts)
+	assert.Equal(t, 3, srv.CountRequests("GET", "/sandbox/{sandboxIdOrName}"))
+
+	// An uncertain create: allocated, then the reply is lost (500). The
+	// client does not retry; the caller finds the sandbox by its name.
+	name := testName()
+	srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Sandbox: name, Perform: true, Status: 500, Times: 1})
+	_, _, err = c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{Name: name, Snapshot: "base"})
+	assert.ErrorIs(t, err, daytona.ErrServer)
+	assert.Equal(t, 1, srv.CountRequests("POST", "/sandbox"), "create is never retried")
+	found, _, err := c.Sandboxes.Get(ctx, name)
+	require.NoError(t, err)
+	require.NoError(t, c.Sandboxes.DeleteAndWait(ctx, found.ID))
+
+	// A hanging call ends with the caller's deadline, as ErrTimeout.
+	srv.Inject(daytonatest.Fault{Route: "/process/execute", Hang: true, Times: 1})
+	hctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, _, err = c.Toolbox.Execute(hctx, sb.Ref(), &daytona.ExecuteRequest{Command: "true"})
+	assert.ErrorIs(t, err, daytona.ErrTimeout)
+
+	// A dropped connection on exec is not retried either.
+	srv.ResetRequests()
+	_, err = c.Toolbox.CreateSession(ctx, sb.Ref(), "s")
+	require.NoError(t, err)
+	srv.Inject(daytonatest.Fault{Route: "/process/session/{sessionId}/exec", Drop: true, Times: 1})
+	_, _, err = c.Toolbox.ExecuteSessionCommand(ctx, sb.Ref(), "s", &daytona.SessionExecuteRequest{Command: "true", RunAsync: true})
+	var te *daytona.TransportError
+	assert.ErrorAs(t, err, &te)
+	assert.Equal(t, 1, srv.CountRequests("POST", "/process/session/{sessionId}/exec"))
+
+	// Quota: 400 with the quota text.
+	srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Status: 400, Times: 1,
+		Body: `{"statusCode":400,"error":"Bad Request","message":"Total CPU limit exceeded. Maximum allowed: 10."}`})
+	_, _, err = c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{Name: testName(), Snapshot: "base"})
+	assert.ErrorIs(t, err, daytona.ErrQuota)
+
+	// Wrong key: 401, and the key is not in the error.
+	bad, err := daytona.NewClient(daytona.WithAPIURL(srv.URL()), daytona.WithAPIKey("wrong-key-123456"))
+	require.NoError(t, err)
+	_, _, err = bad.Sandboxes.Get(ctx, sb.ID)
+	assert.ErrorIs(t, err, daytona.ErrUnauthorized)
+	assert.NotContains(t, err.Error(), "wrong-key-123456")
+}
+
+func TestEmulatorDiskFull(t *testing.T) {
+	t.Parallel()
+	srv, c := emu(t)
+	ctx := t.Context()
+	sb := startedSandbox(t, c)
+	require.NoError(t, srv.SetDiskAllocation(sb.ID, 64<<10))
+	home, _, err := c.Toolbox.UserHomeDir(ctx, sb.Ref())
+	require.NoError(t, err)
+	_, _, err = c.Files.Upload(ctx, sb.Ref(), []daytona.UploadFile{{Path: home + "/big", Content: bytes.NewReader(make([]byte, 1<<20))}})
+	require.Error(t, err, "an upload beyond the disk allocation fails")
+	var er *daytona.ErrorResponse
+	if assert.ErrorAs(t, err, &er) {
+		t.Logf("disk full answer: %d %q %v", er.StatusCode, er.Message, er.Errors)
+	}
+}
