@@ -3,7 +3,6 @@ package daytonatest
 import (
 	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"os"
 
@@ -331,5 +330,3 @@ func (c *call) followHTTP(ss *session, cm *command) {
 		}
 	}
 }
-
-var _ io.Reader = (*os.File)(nil)

@@ -12,6 +12,9 @@ const (
 	planeToolbox = "toolbox"
 )
 
+// maxRequestLog bounds the request log; the oldest half is dropped.
+const maxRequestLog = 200000
+
 // Request is one entry of the request log.
 type Request struct {
 	Time   time.Time
@@ -145,6 +148,10 @@ func (c *call) param(k string) string { return c.params[k] }
 func (s *Server) logRequest(plane, method, tmpl, path, sbID string) *Request {
 	rec := &Request{Time: time.Now(), Plane: plane, Method: method, Route: tmpl, Path: path, Sandbox: sbID}
 	s.mu.Lock()
+	if len(s.requests) >= maxRequestLog {
+		// Bound memory for long-running use (cmd/daytona-sim).
+		s.requests = append([]*Request(nil), s.requests[len(s.requests)/2:]...)
+	}
 	s.requests = append(s.requests, rec)
 	s.notifyLocked()
 	s.mu.Unlock()

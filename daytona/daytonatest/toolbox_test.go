@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
@@ -480,5 +479,3 @@ func TestDiskFull(t *testing.T) {
 	assert.Equal(t, 0, *r.ExitCode)
 	assert.Equal(t, "tiny\n", *r.Stdout)
 }
-
-var _ = time.Second
