@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/daytona/internal/xfer"
 )
 
 // emu starts the emulator and a client for it with fast polling and
@@ -553,4 +557,109 @@ func TestEmulatorDiskFull(t *testing.T) {
 	if assert.ErrorAs(t, err, &er) {
 		t.Logf("disk full answer: %d %q %v", er.StatusCode, er.Message, er.Errors)
 	}
+}
+
+// emulatorTransferSetup starts the emulator with a sandbox big enough for
+// the transfer and returns a client, the sandbox ref and its home dir.
+func emulatorTransferSetup(tb testing.TB) (*daytona.Client, daytona.SandboxRef, string) {
+	srv := daytonatest.NewServer(tb)
+	c, err := daytona.NewClient(daytona.WithAPIURL(srv.URL()), daytona.WithAPIKey(srv.APIKey()),
+		daytona.WithPollBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) }))
+	require.NoError(tb, err)
+	ctx := context.Background()
+	sb, _, err := c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{Name: testName(), Snapshot: "base"})
+	require.NoError(tb, err)
+	sb, err = c.Sandboxes.WaitUntilStarted(ctx, sb.ID)
+	require.NoError(tb, err)
+	require.NoError(tb, srv.SetDiskAllocation(sb.ID, 2<<30))
+	home, _, err := c.Toolbox.UserHomeDir(ctx, sb.Ref())
+	require.NoError(tb, err)
+	return c, sb.Ref(), home
+}
+
+// TestEmulatorTransfer256MiBBoundedHeap moves 256 MiB up and down through
+// the client and the emulator (same process) with a bounded heap. Not
+// parallel: the heap of other tests would be measured too.
+func TestEmulatorTransfer256MiBBoundedHeap(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 512 MiB through the emulator's disk")
+	}
+	const size = 256 << 20
+	const budget = 32 << 20
+	c, ref, home := emulatorTransferSetup(t)
+	ctx := t.Context()
+	want := xfer.CRC(size)
+
+	runtime.GC()
+	var base runtime.MemStats
+	runtime.ReadMemStats(&base)
+	var peak atomic.Uint64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(5 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+
+	res, _, err := c.Files.Upload(ctx, ref, []daytona.UploadFile{{Path: home + "/big.bin", Content: xfer.NewPattern(size)}})
+	require.NoError(t, err)
+	require.Len(t, res.Files, 1)
+	body, _, err := c.Files.Download(ctx, ref, home+"/big.bin")
+	require.NoError(t, err)
+	h := crc32.NewIEEE()
+	n, err := io.Copy(h, body)
+	require.NoError(t, err)
+	require.NoError(t, body.Close())
+	close(stop)
+	wg.Wait()
+
+	assert.EqualValues(t, size, n)
+	assert.Equal(t, want, h.Sum32(), "the bytes came back intact")
+	growth := int64(peak.Load()) - int64(base.HeapInuse)
+	t.Logf("heap in use: base %d KiB, peak %d KiB, growth %d KiB for 2×%d MiB", base.HeapInuse>>10, peak.Load()>>10, growth>>10, size>>20)
+	assert.Less(t, growth, int64(budget))
+}
+
+// BenchmarkEmulatorUploadDownload reports the client's upload+download
+// throughput against the emulator (which writes to a real disk) next to a
+// raw loopback TCP copy of the same bytes, and their ratio.
+func BenchmarkEmulatorUploadDownload(b *testing.B) {
+	const size = 64 << 20
+	c, ref, home := emulatorTransferSetup(b)
+	ctx := context.Background()
+	raw, err := xfer.BestRawLoopback(size, 3)
+	require.NoError(b, err)
+	b.SetBytes(2 * size)
+	for b.Loop() {
+		if _, err := c.Files.UploadFile(ctx, ref, home+"/big.bin", xfer.NewPattern(size)); err != nil {
+			b.Fatal(err)
+		}
+		body, _, err := c.Files.Download(ctx, ref, home+"/big.bin")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if n, err := io.Copy(io.Discard, body); err != nil || n != size {
+			b.Fatalf("download: %d bytes, %v", n, err)
+		}
+		body.Close()
+	}
+	clientMBs := float64(2*size) * float64(b.N) / b.Elapsed().Seconds() / 1e6
+	rawMBs := float64(2*size) / raw.Seconds() / 1e6
+	b.ReportMetric(clientMBs, "client-MB/s")
+	b.ReportMetric(rawMBs, "raw-MB/s")
+	b.ReportMetric(clientMBs/rawMBs, "client/raw")
 }

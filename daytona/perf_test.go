@@ -8,7 +8,6 @@ import (
 	"io"
 	"mime"
 	"mime/multipart"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -20,45 +19,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona/internal/xfer"
 )
-
-// patternReader yields n deterministic bytes without holding them.
-type patternReader struct {
-	n, off int64
-}
-
-func (p *patternReader) Read(b []byte) (int, error) {
-	if p.off >= p.n {
-		return 0, io.EOF
-	}
-	if int64(len(b)) > p.n-p.off {
-		b = b[:p.n-p.off]
-	}
-	n := 0
-	for n < len(b) {
-		i := int((p.off + int64(n)) % patternPeriod)
-		n += copy(b[n:], patternBlock[i:])
-	}
-	p.off += int64(n)
-	return n, nil
-}
-
-// patternPeriod is prime so the pattern does not align with buffer sizes.
-const patternPeriod = 65521
-
-var patternBlock = func() []byte {
-	b := make([]byte, patternPeriod)
-	for i := range b {
-		b[i] = byte(i*7 + i>>11)
-	}
-	return b
-}()
-
-func patternCRC(n int64) uint32 {
-	h := crc32.NewIEEE()
-	_, _ = io.Copy(h, &patternReader{n: n})
-	return h.Sum32()
-}
 
 // streamingServer is a toolbox that streams: uploads are checksummed as
 // they arrive, downloads are generated on the fly.
@@ -103,7 +66,7 @@ func streamingServer(tb testing.TB) (*httptest.Server, *atomic.Uint32, *atomic.I
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Header().Set("Content-Length", strconv.FormatInt(n, 10))
-		_, _ = io.Copy(w, &patternReader{n: n})
+		_, _ = io.Copy(w, xfer.NewPattern(n))
 	})
 	srv := httptest.NewServer(mux)
 	tb.Cleanup(srv.Close)
@@ -155,14 +118,14 @@ func TestTransfer256MiBBoundedHeap(t *testing.T) {
 	c, err := NewClient(WithAPIURL(srv.URL+"/api"), WithAPIKey(testKey))
 	require.NoError(t, err)
 	ref := SandboxRef{ID: "perf", ToolboxProxyURL: srv.URL + "/toolbox"}
-	want := patternCRC(size)
+	want := xfer.CRC(size)
 
 	runtime.GC()
 	var base runtime.MemStats
 	runtime.ReadMemStats(&base)
 	stop := heapPeak()
 
-	_, err = c.Files.UploadFile(t.Context(), ref, "/big.bin", &patternReader{n: size})
+	_, err = c.Files.UploadFile(t.Context(), ref, "/big.bin", xfer.NewPattern(size))
 	require.NoError(t, err)
 
 	body, _, err := c.Files.Download(t.Context(), ref, "/"+strconv.Itoa(size))
@@ -182,39 +145,6 @@ func TestTransfer256MiBBoundedHeap(t *testing.T) {
 	assert.Less(t, growth, int64(budget), "heap grew with the transfer size")
 }
 
-// rawLoopback copies n bytes each way over a plain loopback TCP
-// connection: the ceiling the client's throughput is compared with.
-func rawLoopback(tb testing.TB, n int64) time.Duration {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(tb, err)
-	defer ln.Close()
-	errc := make(chan error, 1)
-	go func() {
-		conn, err := ln.Accept()
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer conn.Close()
-		if _, err := io.CopyN(io.Discard, conn, n); err != nil {
-			errc <- err
-			return
-		}
-		_, err = io.Copy(conn, &patternReader{n: n})
-		errc <- err
-	}()
-	start := time.Now()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	require.NoError(tb, err)
-	defer conn.Close()
-	_, err = io.Copy(conn, &patternReader{n: n})
-	require.NoError(tb, err)
-	_, err = io.CopyN(io.Discard, conn, n)
-	require.NoError(tb, err)
-	require.NoError(tb, <-errc)
-	return time.Since(start)
-}
-
 // BenchmarkUploadDownload reports the client's upload+download throughput
 // against a streaming loopback toolbox, next to a raw loopback TCP copy of
 // the same bytes, and their ratio (client-MB/s ÷ raw-MB/s).
@@ -226,15 +156,11 @@ func BenchmarkUploadDownload(b *testing.B) {
 	ref := SandboxRef{ID: "perf", ToolboxProxyURL: srv.URL + "/toolbox"}
 	ctx := context.Background()
 
-	var rawBest time.Duration
-	for range 3 {
-		if d := rawLoopback(b, size); rawBest == 0 || d < rawBest {
-			rawBest = d
-		}
-	}
+	rawBest, err := xfer.BestRawLoopback(size, 3)
+	require.NoError(b, err)
 	b.SetBytes(2 * size)
 	for b.Loop() {
-		if _, err := c.Files.UploadFile(ctx, ref, "/big.bin", &patternReader{n: size}); err != nil {
+		if _, err := c.Files.UploadFile(ctx, ref, "/big.bin", xfer.NewPattern(size)); err != nil {
 			b.Fatal(err)
 		}
 		body, _, err := c.Files.Download(ctx, ref, fmt.Sprintf("/%d", size))
