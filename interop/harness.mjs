@@ -2,13 +2,15 @@
 // the published Paperclip host (@paperclipai/server 2026.916.1), minus the
 // database. See ../../shared/spec/protocol.md §9 and interop/run.sh.
 //
-//   node harness.mjs --plugin-dir DIR --package NAME --worker-bin BIN --result-file FILE
+//   node harness.mjs --plugin-dir DIR --package NAME --worker-bin BIN --result-file FILE [--sim-bin SIM]
 //
 // DIR is a plugin directory the packed tarball was installed into the way the
 // host installs plugins (npm install <tgz> --prefix DIR --save
 // --ignore-scripts). BIN is the host build of daytona-worker, used to print
 // both manifest profiles. Prints one line per check, writes
-// {"passed":n,"failed":n} to FILE, exits 1 on any failure.
+// {"passed":n,"failed":n} to FILE, exits 1 on any failure. With --sim-bin,
+// the Daytona emulator (cmd/daytona-sim) runs as a fixture and its loopback
+// apiUrl/apiKey become ctx.config for the steps.
 
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, readlinkSync, readdirSync, statSync, accessSync, constants as fsConstants, writeFileSync } from "node:fs";
@@ -31,6 +33,7 @@ const { values: args } = parseArgs({
     package: { type: "string", default: "paperclip-plugin-daytona-go" },
     "worker-bin": { type: "string" },
     "result-file": { type: "string" },
+    "sim-bin": { type: "string" },
   },
 });
 for (const required of ["plugin-dir", "worker-bin"]) {
@@ -71,6 +74,8 @@ const { pluginCapabilityValidator } = await importServer("services/plugin-capabi
 const { pluginManifestV1Schema, resolveDeclaredSandboxCapabilities } = await import("@paperclipai/shared");
 const { JsonRpcCallError } = await import("@paperclipai/plugin-sdk");
 const { steps, fixtures, checkSupportedMethods } = await import("./steps.mjs");
+const { daytonaSim } = await import("./fixtures.mjs");
+if (args["sim-bin"]) fixtures.unshift(daytonaSim(args["sim-bin"]));
 
 // Every host log record (the worker manager's own lines, "[plugin stderr]"
 // lines, dropped stdout lines) is kept here instead of going to stdout, so
@@ -427,6 +432,7 @@ if (manifest && entrypointPath) {
   for (const fixture of started.reverse()) {
     try {
       await fixture.stop(ctx);
+      pass(`fixture ${fixture.name} stopped`);
     } catch (err) {
       fail(`fixture ${fixture.name} stopped`, err.message);
     }

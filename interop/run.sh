@@ -57,6 +57,17 @@ else
   fi
 fi
 worker_bin=$ROOT/bin/daytona-worker
+sim_args=()
+if [ -d cmd/daytona-sim ]; then
+  if CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -mod=mod" go build -trimpath -o "$ROOT/bin/daytona-sim" ./cmd/daytona-sim >"$tmp/sim.log" 2>&1; then
+    pass "go build ./cmd/daytona-sim (the Daytona emulator, loopback only)"
+    sim_args=(--sim-bin "$ROOT/bin/daytona-sim")
+  else
+    cat "$tmp/sim.log"
+    fail "go build ./cmd/daytona-sim"
+    finish
+  fi
+fi
 
 plugin_dir=$tmp/plugins
 mkdir -p "$plugin_dir"
@@ -81,7 +92,7 @@ run_node() { # name node-binary
   # A scrubbed env, like the server's own: the worker manager copies PATH,
   # NODE_PATH, NODE_ENV and TZ from it and adds nothing else.
   env -i PATH="$PATH" HOME="$tmp" TZ=UTC NODE_ENV=production PAPERCLIP_LOG_LEVEL=info \
-    "$node" "$HERE/harness.mjs" --plugin-dir "$plugin_dir" --worker-bin "$worker_bin" --result-file "$tmp/harness-$name.json"
+    "$node" "$HERE/harness.mjs" --plugin-dir "$plugin_dir" --worker-bin "$worker_bin" "${sim_args[@]}" --result-file "$tmp/harness-$name.json"
   if [ -f "$tmp/harness-$name.json" ]; then add_result "$tmp/harness-$name.json"
   else fail "harness.mjs under $name ended without a result"; fi
   env -i PATH="$PATH" HOME="$tmp" TZ=UTC \
