@@ -130,9 +130,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 		jsonrpc2.SetLogger(log.New(slogWriter{logger}, "jsonrpc2: ", 0)))
 	s.conn.Store(conn)
 
-	timer := time.NewTimer(grace)
-	defer timer.Stop()
 	var idle <-chan struct{}
+	var timer *time.Timer
 	select {
 	case <-s.stream.eof:
 		// The host closed stdin. Requests that arrived just before still get
@@ -141,11 +140,12 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 			logger.Warn("reading stdin failed", "err", err)
 		}
 		idle = s.handlers.close()
+		timer = time.NewTimer(grace)
 		select {
 		case <-idle:
 		case <-timer.C:
-			timer.Reset(grace)
 		}
+		timer.Stop()
 	case <-s.shutdown:
 	case <-orNever(opts.Done):
 		logger.Info("parent process gone; exiting")
@@ -155,6 +155,8 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 		idle = s.handlers.close()
 	}
 	cancel()
+	timer = time.NewTimer(grace)
+	defer timer.Stop()
 	select {
 	case <-idle:
 	case <-timer.C:

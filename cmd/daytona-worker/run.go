@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,7 +86,7 @@ type serveOptions struct {
 
 func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o serveOptions) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
-	reg := rpc.NewRegistry()
+	reg := productRegistry()
 	if o.register != nil {
 		o.register(reg)
 	}
@@ -93,9 +94,15 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o ser
 	defer cancel()
 	var done <-chan struct{}
 	if o.watchParent {
-		done = watchParent(ctx, os.Getppid(), 250*time.Millisecond)
+		done = watchParent(ctx, expectedParent(), 250*time.Millisecond)
 	}
 	return rpc.Serve(ctx, stdin, stdout, rpc.Options{Registry: reg, Logger: logger, Done: done})
+}
+
+// productRegistry holds every method the worker implements; initialize
+// advertises exactly these (plus rpc's built-ins).
+func productRegistry() *rpc.Registry {
+	return rpc.NewRegistry()
 }
 
 // logLevel reads DAYTONA_WORKER_LOG_LEVEL (debug, info, warn, error). The
@@ -106,6 +113,18 @@ func logLevel() slog.Level {
 		return slog.LevelWarn
 	}
 	return l
+}
+
+// parentPIDEnv is set by the npm launcher when it spawns the worker instead of
+// exec'ing it: the worker then knows its parent even if that parent died
+// before the worker got to read its own parent pid.
+const parentPIDEnv = "DAYTONA_WORKER_PARENT_PID"
+
+func expectedParent() int {
+	if n, err := strconv.Atoi(os.Getenv(parentPIDEnv)); err == nil && n > 0 {
+		return n
+	}
+	return os.Getppid()
 }
 
 // watchParent closes the returned channel when the process's parent changes,
