@@ -444,7 +444,20 @@ func (c *Client) requestURL(cl *call) (string, error) {
 	return u.String(), nil
 }
 
-func (c *Client) setHeaders(h http.Header) {
+type skipActivityKey struct{}
+
+// SkipLastActivity returns a context whose toolbox calls send
+// X-Daytona-Skip-Last-Activity-Update: true, so they do not reset the
+// sandbox's auto-stop timer (daytona-api.md §1.4): for probes that must not
+// keep a sandbox alive.
+func SkipLastActivity(ctx context.Context) context.Context {
+	return context.WithValue(ctx, skipActivityKey{}, true)
+}
+
+func (c *Client) setHeaders(ctx context.Context, rt *route, h http.Header) {
+	if rt.api == toolboxAPI && ctx.Value(skipActivityKey{}) != nil {
+		h.Set(HeaderSkipLastActivity, "true")
+	}
 	h.Set("Authorization", "Bearer "+c.apiKey)
 	h.Set(HeaderSDKVersion, SDKVersion)
 	h.Set(HeaderSource, c.source)
@@ -488,7 +501,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 		if cl.stream != nil {
 			req.ContentLength = -1
 		}
-		c.setHeaders(req.Header)
+		c.setHeaders(ctx, cl.rt, req.Header)
 		req.Header.Set("User-Agent", c.userAgent)
 		req.Header.Set("Accept", "application/json")
 		if cl.ctype != "" {

@@ -60,6 +60,8 @@ var errUploadAborted = errors.New("daytona: upload request ended")
 // unknown length): memory use does not depend on file sizes. Parent
 // directories are created; existing files are overwritten. Never retried.
 // A failing Content reader fails the upload with that reader's error.
+// Upload returns only once it has stopped reading the sources, so a source
+// that blocks forever (e.g. a pipe whose producer ignores ctx) blocks it.
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/file-system/POST/files/bulk-upload
 func (s *FilesService) Upload(ctx context.Context, ref SandboxRef, files []UploadFile) (*UploadResult, *Response, error) {

@@ -299,7 +299,7 @@ func (c *Client) dialWS(ctx context.Context, cl *call) (*websocket.Conn, error) 
 		return nil, err
 	}
 	h := http.Header{}
-	c.setHeaders(h)
+	c.setHeaders(ctx, cl.rt, h)
 	h.Set("User-Agent", c.userAgent)
 	conn, resp, err := websocket.Dial(ctx, target, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
 	if err != nil {

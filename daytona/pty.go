@@ -216,7 +216,11 @@ func (p *PTYConn) Read(b []byte) (int, error) {
 				}
 				continue
 			}
-			return n, err
+			if err != nil {
+				p.cur = nil
+				return n, p.closed(err)
+			}
+			return n, nil
 		}
 		typ, r, err := p.conn.Reader(p.ctx)
 		if err != nil {

@@ -390,7 +390,8 @@ func (s *SandboxesService) Archive(ctx context.Context, idOrName string) (*Sandb
 }
 
 // SetAutoStopInterval sets the auto-stop interval in minutes (0 disables).
-// Any 2xx is success (the server answers 201).
+// Any 2xx is success (the server answers 201); the returned sandbox is nil
+// when the answer carried no DTO. Re-read the sandbox to confirm the value.
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona/tag/sandbox/POST/sandbox/{sandboxIdOrName}/autostop/{interval}
 func (s *SandboxesService) SetAutoStopInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, *Response, error) {
@@ -401,7 +402,8 @@ func (s *SandboxesService) SetAutoStopInterval(ctx context.Context, idOrName str
 }
 
 // SetAutoArchiveInterval sets the auto-archive interval in minutes
-// (0 = the server maximum). Any 2xx is success.
+// (0 = the server maximum). Any 2xx is success; the returned sandbox is nil
+// when the answer carried no DTO.
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona/tag/sandbox/POST/sandbox/{sandboxIdOrName}/autoarchive/{interval}
 func (s *SandboxesService) SetAutoArchiveInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, *Response, error) {
@@ -412,7 +414,8 @@ func (s *SandboxesService) SetAutoArchiveInterval(ctx context.Context, idOrName 
 }
 
 // SetAutoDeleteInterval sets the auto-delete interval in minutes (-1
-// disables, 0 = delete when stopped). Any 2xx is success.
+// disables, 0 = delete when stopped; values below -1 are sent as -1). Any
+// 2xx is success; the returned sandbox is nil when the answer carried no DTO.
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona/tag/sandbox/POST/sandbox/{sandboxIdOrName}/autodelete/{interval}
 func (s *SandboxesService) SetAutoDeleteInterval(ctx context.Context, idOrName string, minutes int) (*Sandbox, *Response, error) {

@@ -624,3 +624,51 @@ func TestRandomFramingFollow(t *testing.T) {
 	assert.Equal(t, wantOut, out)
 	assert.Equal(t, wantErr, errb)
 }
+
+func TestNoSecretsInStreamErrors(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.handle("GET /toolbox/sb-1/process/session/s/command/leak/logs", wsServe(t, func(ctx context.Context, c *websocket.Conn) {
+		_ = c.Close(websocket.StatusInternalError, "bad key "+testKey)
+	}))
+	f.handle("GET /toolbox/sb-1/process/pty/leak/connect", wsServe(t, func(ctx context.Context, c *websocket.Conn) {
+		_ = c.Write(ctx, websocket.MessageText, []byte(`{"type":"control","status":"error","error":"token `+testKey+` rejected"}`))
+	}))
+	f.handle("GET /toolbox/sb-1/process/session/s/command/refused/logs", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 401, map[string]any{"statusCode": 401, "message": "bad bearer " + r.Header.Get("Authorization"), "code": "UNAUTHORIZED"})
+	})
+	_, _, err := followAll(t, f, "leak", nil)
+	var se *StreamError
+	require.ErrorAs(t, err, &se)
+	assert.NotContains(t, err.Error(), testKey)
+	assert.NotContains(t, se.Reason, testKey)
+
+	_, err = f.c.PTY.Connect(t.Context(), f.ref, "leak")
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), testKey)
+
+	_, _, err = followAll(t, f, "refused", nil)
+	assert.ErrorIs(t, err, ErrUnauthorized)
+	assert.NotContains(t, err.Error(), testKey)
+}
+
+func TestSkipLastActivityHeader(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var got []string
+	f.handle("GET /toolbox/sb-1/work-dir", func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get(HeaderSkipLastActivity))
+		writeJSON(w, 200, map[string]string{"dir": "/w"})
+	})
+	f.handle("GET /api/sandbox/{id}", func(w http.ResponseWriter, r *http.Request) {
+		assert.Empty(t, r.Header.Get(HeaderSkipLastActivity), "only toolbox calls carry it")
+		writeJSON(w, 200, sandboxJSON("x", "x", StateStarted))
+	})
+	_, _, err := f.c.Toolbox.WorkDir(t.Context(), f.ref)
+	require.NoError(t, err)
+	_, _, err = f.c.Toolbox.WorkDir(SkipLastActivity(t.Context()), f.ref)
+	require.NoError(t, err)
+	_, _, err = f.c.Sandboxes.Get(SkipLastActivity(t.Context()), "x")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"", "true"}, got)
+}
