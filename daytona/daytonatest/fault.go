@@ -45,7 +45,10 @@ type Fault struct {
 	// replaces its reply with Drop, Hang or Status: an uncertain create or
 	// a lost reply.
 	Perform bool
-	// Drop hijacks the connection and closes it without any reply.
+	// Drop hijacks the connection and closes it (RST) without any reply.
+	// Note that Go's http.Transport transparently retries a replayable
+	// request (GET, HEAD) that failed this way on a reused connection; the
+	// request log then shows both attempts.
 	Drop bool
 	// Hang never replies: the request blocks until the client gives up
 	// (its context ends) or the server closes.

@@ -81,6 +81,12 @@ func TestFaultHangDropGate(t *testing.T) {
 	r := c.srv.Requests()
 	assert.Equal(t, 0, r[len(r)-1].Status, "no reply was sent")
 
+	// Delay: answered normally, later.
+	hd := c.srv.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Times: 1, Delay: 20 * time.Millisecond})
+	st, _ := c.get(sb.ID)
+	assert.Equal(t, 200, st)
+	assert.Equal(t, 1, hd.Hits())
+
 	// Drop: the connection closes without a reply.
 	c.srv.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Times: 1, Drop: true})
 	_, _, err := c.req(ctxT(t), "GET", c.srv.URL()+"/sandbox/"+sb.ID, nil, nil)

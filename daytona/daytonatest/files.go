@@ -153,12 +153,27 @@ func (q *quotaWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// writeBudget is the disk space one upload request may still use. It is
+// measured once per request (a tree walk per file would make large bulk
+// uploads quadratic); writes of concurrent requests that started later are
+// not seen by it.
+type writeBudget struct {
+	sb   *sandbox
+	left int64
+	set  bool
+}
+
+func (b *writeBudget) remaining() int64 {
+	if !b.set {
+		b.left, b.set = b.sb.diskRemaining(), true
+	}
+	return b.left
+}
+
 // writeFile streams r into dest (a resolved host path) through a temp file
-// in the same directory, held to the disk allocation, as the daemon's bulk
+// in the same directory, held to the disk budget, as the daemon's bulk
 // upload does. It returns the bytes written.
-func (sb *sandbox) writeFile(dest string, r io.Reader) (int64, error) {
-	sb.tb.writeMu.Lock()
-	defer sb.tb.writeMu.Unlock()
+func (sb *sandbox) writeFile(dest string, r io.Reader, budget *writeBudget) (int64, error) {
 	dir := filepath.Dir(dest)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return 0, fmt.Errorf("mkdir %s: %w", dir, err)
@@ -171,7 +186,7 @@ func (sb *sandbox) writeFile(dest string, r io.Reader) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("create temp: %w", err)
 	}
-	qw := &quotaWriter{f: tmp, left: sb.diskRemaining() + old}
+	qw := &quotaWriter{f: tmp, left: budget.remaining() + old}
 	n, err := io.Copy(qw, r)
 	if err != nil {
 		tmp.Close()
@@ -187,6 +202,7 @@ func (sb *sandbox) writeFile(dest string, r io.Reader) (int64, error) {
 		_ = os.Remove(tmp.Name())
 		return 0, fmt.Errorf("rename: %w", err)
 	}
+	budget.left -= n - old
 	return n, nil
 }
 
@@ -508,7 +524,7 @@ func tbUpload(c *call) {
 		if part.FormName() != "file" {
 			continue
 		}
-		if _, err := c.sb.writeFile(dest, part); err != nil {
+		if _, err := c.sb.writeFile(dest, part, &writeBudget{sb: c.sb}); err != nil {
 			writeEmpty(c.w, http.StatusBadRequest)
 			return
 		}
@@ -531,6 +547,7 @@ func tbBulkUpload(c *call) {
 		Bytes int64  `json:"bytes"`
 	}
 	dests := map[string]string{}
+	budget := &writeBudget{sb: c.sb}
 	var errs []string
 	files := []result{}
 	for {
@@ -568,7 +585,7 @@ func tbBulkUpload(c *call) {
 				errs = append(errs, fmt.Sprintf("%s: %v", dest, err))
 				continue
 			}
-			n, err := c.sb.writeFile(rp, part)
+			n, err := c.sb.writeFile(rp, part, budget)
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("%s: %v", dest, err))
 				continue

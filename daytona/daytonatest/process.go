@@ -156,6 +156,8 @@ type session struct {
 	cmd    *osexec.Cmd
 	script io.WriteCloser
 	inputW *os.File
+	outR   *os.File
+	errR   *os.File
 	exited chan struct{} // bash exited and both labelers drained
 
 	mu         sync.Mutex
@@ -280,7 +282,7 @@ func (s *Server) startSession(sb *sandbox, id string) (*session, error) {
 	errW.Close()
 	inR.Close()
 	ss := &session{
-		s: s, sb: sb, id: id, dir: dir, cmd: cmd, script: script, inputW: inW,
+		s: s, sb: sb, id: id, dir: dir, cmd: cmd, script: script, inputW: inW, outR: outR, errR: errR,
 		token: []byte("__DAYTONATEST_" + randHex(12) + "__"), commands: map[string]*command{},
 		exited: make(chan struct{}),
 	}
@@ -451,7 +453,17 @@ func (ss *session) kill() {
 	case <-ss.exited:
 	case <-t.C:
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		<-ss.exited
+		t2 := time.NewTimer(time.Second)
+		defer t2.Stop()
+		select {
+		case <-ss.exited:
+		case <-t2.C:
+			// Something outside the group (setsid) holds the output
+			// pipes: stop reading them so the session can end.
+			_ = ss.outR.Close()
+			_ = ss.errR.Close()
+			<-ss.exited
+		}
 	}
 	// Stragglers that left the group's pipes open are gone with the group.
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
@@ -476,6 +488,17 @@ func tbGetSession(c *call) {
 	if ss := c.session(); ss != nil {
 		writeJSON(c.w, http.StatusOK, ss.dto())
 	}
+}
+
+// tbEntrypointLogs: the emulated sandboxes have no entrypoint process, so
+// its log is empty.
+func tbEntrypointLogs(c *call) {
+	if requestMode(c.r) == modeSplit {
+		writeJSON(c.w, http.StatusOK, map[string]string{"output": "", "stdout": "", "stderr": ""})
+		return
+	}
+	c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	c.w.WriteHeader(http.StatusOK)
 }
 
 func tbDeleteSession(c *call) {

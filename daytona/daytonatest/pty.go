@@ -36,6 +36,7 @@ type ptySession struct {
 	ptmx     *os.File
 	clients  map[*ptyClient]struct{}
 	done     chan struct{} // closed once the process exited and output drained
+	doneOnce sync.Once
 }
 
 type ptyMsg struct {
@@ -187,7 +188,7 @@ func (p *ptySession) pump() {
 		delete(p.sb.tb.ptys, p.id)
 	}
 	p.sb.tb.mu.Unlock()
-	close(p.done)
+	p.doneOnce.Do(func() { close(p.done) })
 	p.s.notify()
 }
 
@@ -212,16 +213,29 @@ func (p *ptySession) kill() {
 	var pid int
 	if started {
 		pid = p.cmd.Process.Pid
+	} else {
+		// Lazy and never connected: nothing runs; mark it gone.
+		p.started, p.exited, p.exitCode = true, true, 137
 	}
 	p.mu.Unlock()
 	if !started {
-		p.mu.Lock()
-		p.exited, p.exitCode, p.started = true, 137, true
-		p.mu.Unlock()
-		close(p.done)
+		p.doneOnce.Do(func() { close(p.done) })
 		return
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return
+	case <-t.C:
+	}
+	// A process outside the shell's group (a background job) still holds
+	// the terminal: closing the master unblocks the pump.
+	p.mu.Lock()
+	f := p.ptmx
+	p.mu.Unlock()
+	_ = f.Close()
 	<-p.done
 }
 

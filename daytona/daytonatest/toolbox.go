@@ -19,7 +19,6 @@ type toolbox struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	ptys     map[string]*ptySession
-	writeMu  sync.Mutex // serialises toolbox writes for disk accounting
 }
 
 func (t *toolbox) init() {
@@ -59,6 +58,7 @@ var toolboxRoutes = mkRoutes([]route{
 	{method: "POST", tmpl: "/process/execute", h: tbExecute},
 	{method: "GET", tmpl: "/process/session", h: tbListSessions},
 	{method: "POST", tmpl: "/process/session", h: tbCreateSession},
+	{method: "GET", tmpl: "/process/session/entrypoint/logs", h: tbEntrypointLogs},
 	{method: "GET", tmpl: "/process/session/{sessionId}", h: tbGetSession},
 	{method: "DELETE", tmpl: "/process/session/{sessionId}", h: tbDeleteSession},
 	{method: "POST", tmpl: "/process/session/{sessionId}/exec", h: tbSessionExec},

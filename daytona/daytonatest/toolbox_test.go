@@ -479,3 +479,31 @@ func TestDiskFull(t *testing.T) {
 	assert.Equal(t, 0, *r.ExitCode)
 	assert.Equal(t, "tiny\n", *r.Stdout)
 }
+
+// Processes that escape the shell's process group must not keep a session
+// or PTY (and so Close) alive.
+func TestStragglersDoNotBlockTeardown(t *testing.T) {
+	c := newTC(t)
+	sb := c.create(nil)
+	c.session(sb.ID, "s")
+	r := c.exec(sb.ID, "s", "setsid sleep 4 &", false)
+	require.Equal(t, 0, *r.ExitCode)
+	st, b := c.tb(sb.ID, "POST", "/process/pty", map[string]any{"id": "p"})
+	require.Equal(t, 201, st, string(b))
+	ctx := ctxT(t)
+	conn, err := c.dial(ctx, sb.ID, "/process/pty/p/connect")
+	require.NoError(t, err)
+	_, _, err = conn.Read(ctx) // control
+	require.NoError(t, err)
+	require.NoError(t, conn.Write(ctx, websocket.MessageBinary, []byte("sleep 4 &\r echo started-bg\r")))
+	var out []byte
+	for !bytes.Contains(out, []byte("started-bg\r\n")) {
+		_, p, err := conn.Read(ctx)
+		require.NoError(t, err)
+		out = append(out, p...)
+	}
+	st, _ = c.api("DELETE", "/sandbox/"+sb.ID, nil)
+	require.Equal(t, 200, st)
+	require.NoError(t, c.srv.AwaitGone(ctx, sb.ID))
+	_ = conn.CloseNow()
+}
