@@ -88,8 +88,10 @@ func TestFaultHangDropGate(t *testing.T) {
 	assert.Equal(t, 1, hd.Hits())
 
 	// Drop: the connection closes without a reply.
-	c.srv.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Times: 1, Drop: true})
-	_, _, err := c.req(ctxT(t), "GET", c.srv.URL()+"/sandbox/"+sb.ID, nil, nil)
+	// (A POST: Go's transport would transparently retry a GET dropped on
+	// a reused connection.)
+	c.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox/{sandboxId}/last-activity", Times: 1, Drop: true})
+	_, _, err := c.req(ctxT(t), "POST", c.srv.URL()+"/sandbox/"+sb.ID+"/last-activity", nil, nil)
 	require.Error(t, err)
 
 	// Gate: held until the test releases it.
