@@ -553,10 +553,8 @@ func TestEmulatorDiskFull(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = c.Files.Upload(ctx, sb.Ref(), []daytona.UploadFile{{Path: home + "/big", Content: bytes.NewReader(make([]byte, 1<<20))}})
 	require.Error(t, err, "an upload beyond the disk allocation fails")
-	var er *daytona.ErrorResponse
-	if assert.ErrorAs(t, err, &er) {
-		t.Logf("disk full answer: %d %q %v", er.StatusCode, er.Message, er.Errors)
-	}
+	assert.ErrorIs(t, err, daytona.ErrDiskFull)
+	assert.ErrorIs(t, err, daytona.ErrBadRequest)
 }
 
 // emulatorTransferSetup starts the emulator with a sandbox big enough for

@@ -45,6 +45,11 @@ var (
 	// ErrTimeout matches a 408 (one-shot exec timeout), a 504, a context
 	// deadline hit during a call, and a wait whose deadline passed.
 	ErrTimeout = errors.New("daytona: timeout")
+	// ErrDiskFull matches an answer whose message names an exhausted disk,
+	// quota or file-size limit ("No space left on device", "Disk quota
+	// exceeded", "File too large"), e.g. a bulk upload into a full sandbox.
+	// It also matches the answer's status sentinel (usually ErrBadRequest).
+	ErrDiskFull = errors.New("daytona: sandbox disk full")
 	// ErrServer matches 5xx answers.
 	ErrServer = errors.New("daytona: server error")
 	// ErrRedirect matches an unexpected 3xx answer; the client never follows
@@ -119,6 +124,16 @@ func (e *ErrorResponse) Is(target error) bool {
 		return e.StatusCode == http.StatusNotFound && strings.Contains(e.Message, containerNotFoundText)
 	case ErrTimeout:
 		return e.StatusCode == http.StatusRequestTimeout || e.StatusCode == http.StatusGatewayTimeout || e.Code == "REQUEST_TIMEOUT"
+	case ErrDiskFull:
+		if IsDiskFullMessage(e.Message) || IsDiskFullMessage(e.Reason) {
+			return true
+		}
+		for _, m := range e.Errors {
+			if IsDiskFullMessage(m) {
+				return true
+			}
+		}
+		return false
 	case ErrServer:
 		return e.StatusCode >= 500
 	case ErrRedirect:
@@ -249,6 +264,16 @@ func IsQuotaMessage(msg string) bool {
 	return strings.Contains(m, "limit exceeded") ||
 		strings.Contains(m, "exceeds maximum allowed") ||
 		strings.Contains(m, "only ephemeral sandboxes are permitted")
+}
+
+// IsDiskFullMessage reports whether text names an exhausted disk, disk
+// quota or file-size limit (plugin-behavior.md §13.6), case-insensitively.
+// Use it on command output too.
+func IsDiskFullMessage(text string) bool {
+	t := strings.ToLower(text)
+	return strings.Contains(t, "no space left on device") ||
+		strings.Contains(t, "disk quota exceeded") ||
+		strings.Contains(t, "file too large")
 }
 
 // errorBody is the union of the error body shapes of daytona-api.md §1.6.
