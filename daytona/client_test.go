@@ -526,7 +526,6 @@ func TestListPaginationAndFilter(t *testing.T) {
 	assert.Len(t, queries, 3)
 	assert.Contains(t, queries[0], "limit=200")
 
-	f.handle("GET /api/sandbox/loop", func(w http.ResponseWriter, r *http.Request) {})
 	f2 := newFixture(t)
 	f2.handle("GET /api/sandbox", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, map[string]any{"items": []any{}, "nextCursor": "same"})
