@@ -371,7 +371,13 @@ func apiDelete(c *call) {
 	old := sb.state
 	s.beginDeleteLocked(sb)
 	d := sb.dtoLocked(true, s.baseFor(c.r)+ToolboxPrefix)
-	if old != StateDestroying {
+	switch old {
+	case StateDestroying:
+	case StateError, StateBuildFailed:
+		// Already hidden (errored + desired destroyed, §2.4): no visible
+		// destroying phase, so GET by id stays 404 from now on.
+		s.transitionLocked(sb, StateDestroyed, old, StateDestroyed)
+	default:
 		s.transitionLocked(sb, StateDestroyed, old, StateDestroying, StateDestroyed)
 	}
 	s.mu.Unlock()

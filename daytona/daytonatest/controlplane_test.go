@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 
@@ -324,4 +325,29 @@ func TestRequestLog(t *testing.T) {
 	assert.Equal(t, sb.ID, last.Sandbox)
 	assert.Equal(t, 200, last.Status)
 	require.NoError(t, c.srv.AwaitRequests(context.Background(), "GET", "/user-home-dir", 1))
+}
+
+func TestDeleteErroredSandboxHidesAtOnce(t *testing.T) {
+	c := newTC(t)
+	sb := c.create(map[string]any{"labels": map[string]string{"x": "1"}})
+	require.NoError(t, c.srv.SetError(sb.ID, "boom", false))
+	release := c.srv.HoldTransitions(sb.ID)
+	defer release()
+	st, _ := c.api("DELETE", "/sandbox/"+sb.ID, nil)
+	require.Equal(t, 200, st)
+	st, _ = c.get(sb.ID)
+	assert.Equal(t, 404, st)
+	q := url.Values{"labels": {`{"x":"1"}`}}
+	_, b := c.api("GET", "/sandbox?"+q.Encode(), nil)
+	assert.NotContains(t, string(b), sb.ID)
+	q.Set("includeErroredDeleted", "true")
+	_, b = c.api("GET", "/sandbox?"+q.Encode(), nil)
+	assert.Contains(t, string(b), sb.ID)
+	release()
+	require.NoError(t, c.srv.AwaitState(ctxT(t), sb.ID, "destroyed"))
+	info, ok := c.srv.Sandbox(sb.ID)
+	require.True(t, ok)
+	assert.Equal(t, "destroyed", info.State)
+	_, err := os.Stat(info.Root)
+	assert.True(t, os.IsNotExist(err), "the sandbox tree is removed")
 }

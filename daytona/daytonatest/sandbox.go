@@ -414,20 +414,22 @@ func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...st
 				s.mu.Unlock()
 				return
 			}
+			if next == StateDestroyed {
+				// Tear down first, so "destroyed" means the tree is gone.
+				s.mu.Unlock()
+				sb.killAll("sandbox destroyed")
+				_ = os.RemoveAll(sb.root)
+				_ = os.RemoveAll(filepath.Join(s.stateDir, sb.id))
+				s.mu.Lock()
+			}
 			sb.state = next
 			sb.updatedAt = s.cfg.now()
 			sb.lastActivity = sb.updatedAt
 			if last {
 				sb.pending = false
 			}
-			destroyed := next == StateDestroyed
 			s.notifyLocked()
 			s.mu.Unlock()
-			if destroyed {
-				sb.killAll("sandbox destroyed")
-				_ = os.RemoveAll(sb.root)
-				_ = os.RemoveAll(filepath.Join(s.stateDir, sb.id))
-			}
 		}
 	}()
 }
