@@ -24,6 +24,9 @@
 //                   Node has it
 //   launcher-spawn  the same fork with the launcher forced onto its spawn
 //                   fallback (DAYTONA_WORKER_LAUNCH=spawn)
+//   sdk             fork(--sdk PATH): a worker built with the official Node
+//                   SDK (bench/sdk-worker.mjs), the reference; its peak RSS
+//                   is the Node process's own
 
 import { fork, spawn } from "node:child_process";
 import { readFileSync, readdirSync, writeFileSync } from "node:fs";
@@ -36,6 +39,7 @@ const { values: opts } = parseArgs({
     runs: { type: "string", default: "7" },
     calls: { type: "string", default: "10000" },
     modes: { type: "string", default: "binary,launcher,launcher-spawn" },
+    sdk: { type: "string" },
     json: { type: "string" },
   },
 });
@@ -81,6 +85,10 @@ const childrenOf = (pid) => {
 };
 
 function start(mode) {
+  if (mode === "sdk") {
+    if (!opts.sdk) throw new Error("mode sdk needs --sdk");
+    return fork(opts.sdk, [], { stdio: ["pipe", "pipe", "pipe", "ipc"], execArgv: [], env: hostEnv, detached: false });
+  }
   if (mode === "binary") {
     return spawn(opts.binary, [], { stdio: ["pipe", "pipe", "pipe"], env: hostEnv });
   }
@@ -148,7 +156,7 @@ async function oneRun(mode) {
     launcherKiB = hwmKiB(child.pid);
   }
   const comm = exeOf(goPid);
-  if (comm !== "daytona-worker") throw new Error(`pid ${goPid} is ${comm}, want daytona-worker`);
+  if (mode !== "sdk" && comm !== "daytona-worker") throw new Error(`pid ${goPid} is ${comm}, want daytona-worker`);
   const peakKiB = hwmKiB(goPid);
 
   const tShutdown = performance.now();

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Start-up benchmark (`make bench`): packages the worker, installs the tarball
 # the way the host installs plugins, and runs bench/startup.mjs under Node 24
-# (the binary alone, the launcher as the host forks it — execve —, and the
-# launcher's spawn fallback) and under the machine's node (the launcher only:
-# on Node 20 that is the spawn fallback). Writes BENCH_STARTUP.md.
+# (the binary alone, the launcher as the host forks it — execve —, the
+# launcher's spawn fallback, and a reference worker built with the official
+# Node SDK) and under the machine's node (the launcher only: on Node 20 that is
+# the spawn fallback). Writes BENCH_STARTUP.md.
 #
 # Env: BENCH_RUNS (default 7, at least 5), BENCH_CALLS (default 10000),
 #      BENCH_TARBALL=path to skip scripts/package.sh,
@@ -34,9 +35,16 @@ launcher=$pkg/worker.mjs
 case "$(uname -m)" in x86_64) arch=x64 ;; aarch64 | arm64) arch=arm64 ;; *) arch=$(uname -m) ;; esac
 binary=$pkg/bin/$(uname -s | tr '[:upper:]' '[:lower:]')-$arch/daytona-worker
 
-echo "bench: Node 24 ($("$node24" --version)): binary, launcher, launcher-spawn; $RUNS runs x $CALLS health calls" >&2
-"$node24" bench/startup.mjs --launcher "$launcher" --binary "$binary" --runs "$RUNS" --calls "$CALLS" \
-  --modes binary,launcher,launcher-spawn --json "$tmp/node24.json"
+# The reference: a worker built with the official SDK, run next to the host
+# packages (interop/node_modules) so its imports resolve.
+mkdir -p "$tmp/sdk"
+cp bench/sdk-worker.mjs "$tmp/sdk/worker.mjs"
+ln -s "$ROOT/interop/node_modules" "$tmp/sdk/node_modules"
+
+load=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "bench: Node 24 ($("$node24" --version)): binary, launcher, launcher-spawn, sdk; $RUNS runs x $CALLS health calls" >&2
+"$node24" bench/startup.mjs --launcher "$launcher" --binary "$binary" --sdk "$tmp/sdk/worker.mjs" --runs "$RUNS" --calls "$CALLS" \
+  --modes binary,launcher,launcher-spawn,sdk --json "$tmp/node24.json"
 inputs=("$tmp/node24.json")
 if command -v node >/dev/null && [ "$(node --version)" != "$("$node24" --version)" ]; then
   echo "bench: system node ($(node --version)): launcher" >&2
@@ -47,7 +55,7 @@ fi
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 mem=$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)
-machine="$(nproc) cores ($cpu), $mem, Linux $(uname -r)"
+machine="$(nproc) cores ($cpu), $mem, Linux $(uname -r); load average $load when the runs started"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 if [ -n "$(git status --porcelain 2>/dev/null)" ]; then commit="$commit (with uncommitted changes)"; fi
 command="make bench   # = bash scripts/bench.sh, BENCH_RUNS=$RUNS BENCH_CALLS=$CALLS"
