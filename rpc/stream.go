@@ -386,14 +386,6 @@ func (s *stream) writeError(id json.RawMessage, code int64, msg string) error {
 	return s.writeLine(b)
 }
 
-// forget drops the private id of a request that will never be answered
-// (for example a notification-style call the dispatcher refused).
-func (s *stream) forget(private string) {
-	s.mu.Lock()
-	delete(s.ids, private)
-	s.mu.Unlock()
-}
-
 // Close implements jsonrpc2.ObjectStream. It closes the input when it can so
 // a blocked read returns; the output belongs to the caller.
 func (s *stream) Close() error {

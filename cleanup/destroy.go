@@ -1,0 +1,185 @@
+package cleanup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+)
+
+// SandboxAPI is the part of the Daytona client cleanup needs;
+// *daytona.SandboxesService satisfies it.
+type SandboxAPI interface {
+	Get(ctx context.Context, idOrName string) (*daytona.Sandbox, *daytona.Response, error)
+	Delete(ctx context.Context, idOrName string) (*daytona.Sandbox, *daytona.Response, error)
+	WaitUntilGone(ctx context.Context, sandboxID string) error
+	ListAll(ctx context.Context, opts *daytona.ListOptions) ([]daytona.Sandbox, error)
+}
+
+var _ SandboxAPI = (*daytona.SandboxesService)(nil)
+
+// Bounds of the failed-creation cleanup calls (plugin-behavior.md §3.5).
+const (
+	LookupBound = 10 * time.Second
+	DeleteBound = 15 * time.Second
+)
+
+// Errors of failed-creation cleanup, with the reference's messages.
+var (
+	ErrOwnership = errors.New("Failed-create sandbox ownership does not match")
+	ErrScope     = errors.New("Failed-create sandbox cleanup scope does not match")
+	// ErrNotObserved: a name that was never observed is missing; the create
+	// may still materialise, so absence proves nothing.
+	ErrNotObserved = errors.New("failed-create sandbox is not visible yet; its absence is not proof of removal")
+)
+
+// Options tune DestroyFailedCreation; zero values use the reference bounds.
+type Options struct {
+	LookupBound, DeleteBound time.Duration
+	// RequireDurableObservation: on first sight of the sandbox, return an
+	// *Error carrying the observed id instead of deleting, so the host
+	// persists it first (destroy path, §4.10).
+	RequireDurableObservation bool
+}
+
+// DestroyFailedCreation finds the allocation an envelope describes, proves it
+// is ours and deletes it, waiting for completed destruction
+// (plugin-behavior.md §3.5). fingerprint is the account fingerprint of the
+// current config: a changed key fences the retry. On success the allocation
+// is confirmed gone. env.ObservedProviderLeaseID is set when the sandbox is
+// first seen.
+func DestroyFailedCreation(ctx context.Context, api SandboxAPI, fingerprint string, env *Envelope, o Options) error {
+	if o.LookupBound <= 0 {
+		o.LookupBound = LookupBound
+	}
+	if o.DeleteBound <= 0 {
+		o.DeleteBound = DeleteBound
+	}
+	if err := checkEnvelope(fingerprint, env); err != nil {
+		return err
+	}
+	key := env.ProviderLeaseID
+	if env.ObservedProviderLeaseID != "" {
+		key = env.ObservedProviderLeaseID
+	}
+	var sb *daytona.Sandbox
+	err := WithLiveness(ctx, "sandbox.failedCreateLookup", o.LookupBound, func(ctx context.Context) error {
+		var err error
+		sb, _, err = api.Get(ctx, key)
+		return err
+	})
+	switch {
+	case errors.Is(err, daytona.ErrNotFound) && env.ObservedProviderLeaseID != "":
+		return nil // the exact id we observed is gone: conclusive
+	case errors.Is(err, daytona.ErrNotFound):
+		return ErrNotObserved
+	case err != nil:
+		return err
+	}
+	if err := Verify(sb, env); err != nil {
+		return err
+	}
+	if env.ObservedProviderLeaseID == "" {
+		env.ObservedProviderLeaseID = sb.ID
+		if o.RequireDurableObservation {
+			return &Error{Message: "Persist observed sandbox identity before cleanup", Envelope: env.Clone()}
+		}
+	}
+	return WithLiveness(ctx, "sandbox.failedCreateDelete", o.DeleteBound, func(ctx context.Context) error {
+		return DeleteAndWait(ctx, api, sb.ID)
+	})
+}
+
+// checkEnvelope is the no-provider-call pre-check of §3.5 step 1.
+func checkEnvelope(fingerprint string, env *Envelope) error {
+	if env == nil || env.AttemptID == "" || env.ProviderLeaseID != CreationNamePrefix+env.AttemptID ||
+		env.AccountFingerprint != fingerprint {
+		return ErrOwnership
+	}
+	want := map[string]string{
+		LabelProvider: ProviderValue, LabelCreateAttempt: env.AttemptID,
+		LabelCompanyID: env.CompanyID, LabelEnvironmentID: env.EnvironmentID,
+	}
+	if env.RunID != "" {
+		want[LabelRunID] = env.RunID
+	}
+	for k, v := range want {
+		if env.Labels[k] != v {
+			return ErrOwnership
+		}
+	}
+	return nil
+}
+
+// Verify proves sb is the allocation env describes: the observed id (when
+// known), the exact creation name, and every envelope label with its exact
+// value. SDK- or server-added labels on the sandbox are fine.
+func Verify(sb *daytona.Sandbox, env *Envelope) error {
+	if sb == nil || sb.ID == "" {
+		return ErrOwnership
+	}
+	if env.ObservedProviderLeaseID != "" && sb.ID != env.ObservedProviderLeaseID {
+		return ErrOwnership
+	}
+	if sb.Name != env.ProviderLeaseID && !destroyingName(sb.Name, env.ProviderLeaseID) {
+		return ErrOwnership
+	}
+	for k, v := range env.Labels {
+		if got, ok := sb.Labels[k]; !ok || got != v {
+			return ErrOwnership
+		}
+	}
+	return nil
+}
+
+// destroyingName: Daytona renames a sandbox it is destroying to
+// DESTROYED_<name>_<ms> (daytona-api.md §2.6).
+func destroyingName(got, want string) bool {
+	const p = "DESTROYED_"
+	return len(got) > len(p)+len(want)+1 && got[:len(p)] == p && got[len(p):len(p)+len(want)] == want &&
+		got[len(p)+len(want)] == '_'
+}
+
+// DeleteAndWait deletes a sandbox by id and waits until Daytona has
+// completed its destruction: an accepted delete is not a receipt. A sandbox
+// that is already gone counts as deleted.
+func DeleteAndWait(ctx context.Context, api SandboxAPI, id string) error {
+	if _, _, err := api.Delete(ctx, id); err != nil && !errors.Is(err, daytona.ErrNotFound) {
+		return err
+	}
+	return api.WaitUntilGone(ctx, id)
+}
+
+// LivenessTimeoutError is SandboxLivenessTimeoutError (plugin-behavior.md
+// §4.1): a bounded provider call did not answer in time.
+type LivenessTimeoutError struct {
+	Op    string
+	Bound time.Duration
+}
+
+func (e *LivenessTimeoutError) Error() string {
+	return fmt.Sprintf("Daytona sandbox liveness call %q did not respond within %d ms; the sandbox connection is unresponsive.",
+		e.Op, e.Bound.Milliseconds())
+}
+
+// Is makes errors.Is(err, context.DeadlineExceeded) true, so callers that
+// only ask "did time run out" need not know this type.
+func (e *LivenessTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// WithLiveness runs fn under a bound. bound <= 0 means unbounded. When the
+// bound (not the caller's own deadline) cuts the call off, the error is a
+// *LivenessTimeoutError naming op.
+func WithLiveness(ctx context.Context, op string, bound time.Duration, fn func(context.Context) error) error {
+	if bound <= 0 {
+		return fn(ctx)
+	}
+	bctx, cancel := context.WithTimeoutCause(ctx, bound, &LivenessTimeoutError{Op: op, Bound: bound})
+	defer cancel()
+	err := fn(bctx)
+	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
+		return context.Cause(bctx)
+	}
+	return err
+}

@@ -1,0 +1,143 @@
+// Package cleanup owns everything that deletes a sandbox the worker cannot
+// prove is in use: the failed-creation ownership envelope the host journals
+// (paperclip/environment-creation-cleanup/v1, plugin-behavior.md §3.4–§3.6),
+// ownership verification by exact name and every ownership label,
+// delete-and-wait, and the orphan sweep.
+//
+// It never deletes a sandbox whose name and every ownership label it has not
+// verified, and it never treats the absence of a never-observed creation name
+// as proof of removal: an uncertain outcome is reported, not guessed.
+package cleanup
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+)
+
+// Schema is the envelope's schema id on the wire.
+const Schema = "paperclip/environment-creation-cleanup/v1"
+
+// CreationNamePrefix starts every sandbox name the worker creates.
+const CreationNamePrefix = "paperclip-create-"
+
+// Ownership label keys the envelope is checked against (plugin-behavior.md §3.2).
+const (
+	LabelProvider      = "paperclip-provider"
+	LabelCompanyID     = "paperclip-company-id"
+	LabelEnvironmentID = "paperclip-environment-id"
+	LabelRunID         = "paperclip-run-id"
+	LabelCreateAttempt = "paperclip-create-attempt"
+	ProviderValue      = "daytona"
+)
+
+var (
+	idPattern          = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,200}$`)
+	labelKeyPattern    = regexp.MustCompile(`^paperclip-[a-z-]+$`)
+	fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// Envelope is PluginEnvironmentCreationCleanup: what the host needs to find
+// and delete an allocation later, and nothing else (no provider error text,
+// no credential).
+type Envelope struct {
+	ProviderLeaseID         string            `json:"providerLeaseId"`
+	ObservedProviderLeaseID string            `json:"observedProviderLeaseId,omitempty"`
+	CompanyID               string            `json:"companyId"`
+	EnvironmentID           string            `json:"environmentId"`
+	RunID                   string            `json:"runId,omitempty"`
+	AttemptID               string            `json:"attemptId"`
+	AccountFingerprint      string            `json:"accountFingerprint"`
+	Labels                  map[string]string `json:"labels"`
+}
+
+// Clone returns a deep copy.
+func (e Envelope) Clone() Envelope {
+	e.Labels = maps.Clone(e.Labels)
+	return e
+}
+
+// Validate applies the host's envelope validator, so every envelope the
+// worker emits is one the host can read.
+func (e Envelope) Validate() error {
+	for name, v := range map[string]string{
+		"providerLeaseId": e.ProviderLeaseID, "companyId": e.CompanyID,
+		"environmentId": e.EnvironmentID, "attemptId": e.AttemptID,
+	} {
+		if !idPattern.MatchString(v) {
+			return fmt.Errorf("cleanup envelope: %s is not an id", name)
+		}
+	}
+	for name, v := range map[string]string{"runId": e.RunID, "observedProviderLeaseId": e.ObservedProviderLeaseID} {
+		if v != "" && !idPattern.MatchString(v) {
+			return fmt.Errorf("cleanup envelope: %s is not an id", name)
+		}
+	}
+	if !fingerprintPattern.MatchString(e.AccountFingerprint) {
+		return errors.New("cleanup envelope: accountFingerprint must be 64 lowercase hex characters")
+	}
+	if len(e.Labels) == 0 || len(e.Labels) > 16 {
+		return errors.New("cleanup envelope: labels must hold 1 to 16 entries")
+	}
+	for k, v := range e.Labels {
+		if !labelKeyPattern.MatchString(k) || !idPattern.MatchString(v) {
+			return fmt.Errorf("cleanup envelope: label %q is not valid", k)
+		}
+	}
+	return nil
+}
+
+// ParseEnvelope reads leaseMetadata.failedCreateCleanup as the host stored it.
+// It returns an error for anything the host validator would reject.
+func ParseEnvelope(v any) (Envelope, error) {
+	if v == nil {
+		return Envelope{}, errors.New("cleanup envelope: missing")
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return Envelope{}, err
+	}
+	var e Envelope
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Envelope{}, fmt.Errorf("cleanup envelope: %w", err)
+	}
+	if err := e.Validate(); err != nil {
+		return Envelope{}, err
+	}
+	return e, nil
+}
+
+// Diagnostic is the optional acquisitionDiagnostic (plugin-behavior.md §3.6).
+type Diagnostic struct {
+	Phase     string `json:"phase"` // create|workspace|shell|expiry|sentinel
+	ElapsedMs int64  `json:"elapsedMs"`
+	BudgetMs  int64  `json:"budgetMs"`
+}
+
+// Error is PluginEnvironmentCreationCleanupError: cleanup of an allocation is
+// pending and the host must journal Envelope. On the wire it is a -32002
+// error whose data is the envelope; Causes stay in the worker (they may hold
+// provider text) and are only logged.
+type Error struct {
+	Message    string
+	Envelope   Envelope
+	Diagnostic *Diagnostic
+	Causes     []error
+}
+
+func (e *Error) Error() string   { return e.Message }
+func (e *Error) Unwrap() []error { return e.Causes }
+
+// RPCCode is the JSON-RPC code the worker answers with.
+func (e *Error) RPCCode() int64 { return -32002 }
+
+// RPCData is the error.data the host validates and journals.
+func (e *Error) RPCData() any {
+	data := map[string]any{"schema": Schema, "cleanup": e.Envelope}
+	if e.Diagnostic != nil {
+		data["acquisitionDiagnostic"] = e.Diagnostic
+	}
+	return data
+}
