@@ -80,7 +80,7 @@ gets the host's minimal environment (PATH, NODE_PATH, NODE_ENV, TZ, PAPERCLIP_*)
 - **peak RSS**: \`VmHWM\` in \`/proc/<pid>/status\` of the process running the Go binary, read after the
   health calls. With \`execve\` that is the forked pid itself (exec starts a fresh address space, so it is the
   binary's own high-water mark); with the spawn fallback it is the launcher's child, and the resident Node
-  launcher is listed separately.
+  launcher is listed separately. For the SDK reference it is the Node worker process.
 - **calls/s**: ${calls.toLocaleString("en-US")} sequential health round trips (one in flight at a time) / elapsed time.
 - **shutdown→exit**: from writing the \`shutdown\` request to the process's exit event (code 0 checked).
 
