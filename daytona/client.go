@@ -38,6 +38,7 @@ const (
 	HeaderOrganizationID   = "X-Daytona-Organization-ID"
 	HeaderPreviewToken     = "X-Daytona-Preview-Token"
 	HeaderSkipLastActivity = "X-Daytona-Skip-Last-Activity-Update"
+	HeaderSplitOutput      = "X-Daytona-Split-Output"
 )
 
 // Client talks to one Daytona organization. It is safe for concurrent use.
@@ -401,6 +402,9 @@ type call struct {
 	ctype  string
 	header http.Header // extra headers
 	limit  int64       // max bytes of a decoded JSON answer (default maxJSONBody)
+	// rawLogs asks the toolbox for raw marker logs: no SDK-version header,
+	// X-Daytona-Split-Output: true instead (daytona-api.md §1.3).
+	rawLogs bool
 }
 
 // maxJSONBody bounds a decoded 2xx JSON answer so a hostile or broken
@@ -502,6 +506,10 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 			req.ContentLength = -1
 		}
 		c.setHeaders(ctx, cl.rt, req.Header)
+		if cl.rawLogs {
+			req.Header.Del(HeaderSDKVersion)
+			req.Header.Set(HeaderSplitOutput, "true")
+		}
 		req.Header.Set("User-Agent", c.userAgent)
 		req.Header.Set("Accept", "application/json")
 		if cl.ctype != "" {

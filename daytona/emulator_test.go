@@ -238,6 +238,18 @@ func TestEmulatorToolboxProcess(t *testing.T) {
 	assert.Equal(t, "err\n", logs.Stderr)
 	assert.True(t, strings.HasPrefix(logs.Stdout, out.String()), "followed stdout %q is a prefix of the snapshot", out.String())
 	assert.True(t, strings.HasPrefix(logs.Stderr, errb.String()))
+	var sOut, sErr bytes.Buffer
+	err = c.Toolbox.StreamSessionCommandLogs(ctx, ref, "s1", ex.CmdID, func(ch daytona.LogChunk) error {
+		if ch.Stream == daytona.Stdout {
+			sOut.Write(ch.Data)
+		} else {
+			sErr.Write(ch.Data)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, logs.Stdout, sOut.String(), "the streamed raw log matches the JSON snapshot")
+	assert.Equal(t, logs.Stderr, sErr.String())
 
 	// Input to an async command.
 	ex, _, err = c.Toolbox.ExecuteSessionCommand(ctx, ref, "s1", &daytona.SessionExecuteRequest{Command: "read x; echo got $x", RunAsync: true, SuppressInputEcho: true})

@@ -672,3 +672,37 @@ func TestSkipLastActivityHeader(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"", "true"}, got)
 }
+
+func TestStreamSessionCommandLogs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	raw, wantOut, wantErr := rawLog(Stdout, "a\n", Stderr, "b\n", Stdout, strings.Repeat("c", 100000)+"\n")
+	f.handle("GET /toolbox/sb-1/process/session/s/command/raw/logs", func(w http.ResponseWriter, r *http.Request) {
+		assert.Empty(t, r.Header.Get(HeaderSDKVersion), "raw logs are asked for without the version header")
+		assert.Equal(t, "true", r.Header.Get(HeaderSplitOutput))
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		// Write in odd pieces so markers straddle reads.
+		for i := 0; i < len(raw); i += 7 {
+			_, _ = w.Write(raw[i:min(i+7, len(raw))])
+		}
+	})
+	f.handle("GET /toolbox/sb-1/process/session/s/command/json/logs", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, 200, map[string]string{"output": string(raw), "stdout": wantOut, "stderr": wantErr})
+	})
+	for _, id := range []string{"raw", "json"} {
+		var out, errb bytes.Buffer
+		err := f.c.Toolbox.StreamSessionCommandLogs(t.Context(), f.ref, "s", id, func(c LogChunk) error {
+			if c.Stream == Stdout {
+				assert.EqualValues(t, out.Len(), c.Offset)
+				out.Write(c.Data)
+			} else {
+				assert.EqualValues(t, errb.Len(), c.Offset)
+				errb.Write(c.Data)
+			}
+			return nil
+		})
+		require.NoError(t, err, id)
+		assert.Equal(t, wantOut, out.String(), id)
+		assert.Equal(t, wantErr, errb.String(), id)
+	}
+}
