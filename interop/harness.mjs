@@ -73,7 +73,7 @@ const { pluginManifestValidator } = await importServer("services/plugin-manifest
 const { pluginCapabilityValidator } = await importServer("services/plugin-capability-validator.js");
 const { pluginManifestV1Schema, resolveDeclaredSandboxCapabilities } = await import("@paperclipai/shared");
 const { JsonRpcCallError } = await import("@paperclipai/plugin-sdk");
-const { steps, fixtures, checkSupportedMethods } = await import("./steps.mjs");
+const { steps, fixtures, checkSupportedMethods, effectiveCapabilities } = await import("./steps.mjs");
 const { daytonaSim } = await import("./fixtures.mjs");
 if (args["sim-bin"]) fixtures.unshift(daytonaSim(args["sim-bin"]));
 
@@ -352,11 +352,15 @@ async function runWorker() {
     info(`supportedMethods (${Array.isArray(methods) ? methods.length : "?"}): ${JSON.stringify(methods)}`);
     check("supportedMethods: distinct host-known methods, lifecycle methods listed", checkSupportedMethods(methods));
     // Effective capabilities (protocol.md §7): declared ∩ verified. Printed,
-    // not checked, while the provider methods are still being written.
+    // not checked, while the provider methods are still being written; a
+    // later step can require `unverified` to be empty.
     const driver = manifest.environmentDrivers?.[0];
     if (driver) {
       const declared = resolveDeclaredSandboxCapabilities(driver);
-      info(`declared sandbox capabilities: ${JSON.stringify(declared)}`);
+      const { effective, unverified } = effectiveCapabilities(declared, methods);
+      ctx.capabilities = { declared, effective, unverified };
+      const on = Object.keys(effective).filter((k) => effective[k]);
+      info(`effective sandbox capabilities: ${on.length > 0 ? on.join(", ") : "none"}; declared but not yet backed by advertised methods: ${unverified.join(", ") || "none"}`);
     }
   }
 

@@ -25,8 +25,70 @@
 // start() may fill ctx.config (the environment config the steps pass) and
 // ctx.workerEnv (extra entries for the worker's environment, as the server's
 // buildPluginWorkerEnv would add them).
+//
+// Example (once the worker serves it, with the daytona-sim fixture running):
+//   {
+//     name: "environmentAcquireLease returns a lease",
+//     method: "environmentAcquireLease",
+//     params: (ctx) => ({ ...baseParams(ctx), runId: ctx.ids.runId, agentId: ctx.ids.agentId, adapterType: "claude_local" }),
+//     timeoutMs: (ctx) => sandboxRpc(ctx.config),
+//     check(lease, ctx) {
+//       if (typeof lease?.providerLeaseId !== "string" || lease.providerLeaseId === "") return "no providerLeaseId";
+//       ctx.state.lease = lease;
+//     },
+//   }
 
 import { HOST_TO_WORKER_OPTIONAL_METHODS, HOST_TO_WORKER_REQUIRED_METHODS } from "@paperclipai/plugin-sdk";
+
+/** The base params of every environment method but validate (protocol.md §3.1). */
+export function baseParams(ctx) {
+  return { driverKey: "daytona", companyId: ctx.ids.companyId, environmentId: ctx.ids.environmentId, issueId: null, config: ctx.config };
+}
+
+const positive = (x) => typeof x === "number" && Number.isFinite(x) && x > 0;
+
+/** The host's sandboxRpc(config) timeout (protocol.md §2.4); undefined = the 30 s default. */
+export function sandboxRpc(config) {
+  const budgets = [config?.timeoutMs, config?.bridgeRequestTimeoutMs].filter(positive);
+  return budgets.length > 0 ? Math.max(...budgets) + 30_000 : undefined;
+}
+
+/** The host's executeRpc(requested, config) timeout (protocol.md §2.4). */
+export function executeRpc(requested, config) {
+  const budget = positive(requested) ? requested : config?.timeoutMs;
+  return positive(budget) ? budget + 30_000 : undefined;
+}
+
+// Capability -> worker methods that must all be advertised (protocol.md §7).
+const CAPABILITY_PREREQUISITES = {
+  reusableLeases: ["environmentResumeLease", "environmentReleaseLease", "environmentDestroyLease"],
+  nativeSyncIn: ["environmentSyncIn"],
+  nativeSyncOut: ["environmentSyncOut"],
+  persistentProcessSessions: ["environmentExecute"],
+  independentControlCommands: ["environmentExecute"],
+  incrementalSessionOutput: ["environmentExecute"],
+  concurrentSyncOperations: ["environmentSyncIn", "environmentSyncOut"],
+  duplexCommandStream: ["duplexChannelOpen"],
+  runnerWebSocketIngress: ["environmentRunnerIngressEndpoint"],
+};
+
+/**
+ * Effective capabilities before per-lease narrowing (protocol.md §7):
+ * declared (resolveDeclaredSandboxCapabilities of the driver) ∩ verified
+ * (prerequisite methods in supportedMethods). Returns {effective, unverified}:
+ * unverified lists declared capabilities whose methods are not advertised.
+ */
+export function effectiveCapabilities(declared, supportedMethods) {
+  const advertised = new Set(supportedMethods ?? []);
+  const effective = {};
+  const unverified = [];
+  for (const [cap, methods] of Object.entries(CAPABILITY_PREREQUISITES)) {
+    const verified = methods.every((m) => advertised.has(m));
+    effective[cap] = declared?.[cap] === true && verified;
+    if (declared?.[cap] === true && !verified) unverified.push(cap);
+  }
+  return { effective, unverified };
+}
 
 /** Fixtures started before the worker, stopped (in reverse order) after it. */
 export const fixtures = [];
