@@ -83,6 +83,7 @@ func (f *fixture) checkRoute(r *http.Request) {
 		f.t.Errorf("request %s %s (ws=%v) matches no route of the client's table", r.Method, p, ws)
 		return
 	}
+	routeHits.Store(rt, true)
 	for k := range r.URL.Query() {
 		if !slices.Contains(rt.query, k) {
 			f.t.Errorf("request %s %s: query parameter %q not declared on %s", r.Method, p, k, rt)

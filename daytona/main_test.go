@@ -1,0 +1,32 @@
+package daytona
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+)
+
+// routeHits records which routes of the table the httptest fixture saw.
+var routeHits sync.Map // *route -> true
+
+// TestMain also proves, after a full run, that every confirmed route of
+// the client's table was exercised against a server by some test.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	full := flag.Lookup("test.run").Value.String() == "" && flag.Lookup("test.skip").Value.String() == ""
+	if code == 0 && full {
+		var missing []string
+		for _, rt := range allRoutes {
+			if _, ok := routeHits.Load(rt); !ok && !rt.unconfirmed {
+				missing = append(missing, rt.String()+" ("+rt.name+")")
+			}
+		}
+		if len(missing) > 0 {
+			fmt.Fprintf(os.Stderr, "routes of the client's table no test exercised: %v\n", missing)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
