@@ -86,7 +86,7 @@ type serveOptions struct {
 
 func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o serveOptions) error {
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
-	reg := productRegistry()
+	reg := productRegistry(logger)
 	if o.register != nil {
 		o.register(reg)
 	}
@@ -101,8 +101,10 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o ser
 
 // productRegistry holds every method the worker implements; initialize
 // advertises exactly these (plus rpc's built-ins).
-func productRegistry() *rpc.Registry {
-	return rpc.NewRegistry()
+func productRegistry(logger *slog.Logger) *rpc.Registry {
+	reg := rpc.NewRegistry()
+	provider.New(provider.Options{Logger: logger}).Register(reg)
+	return reg
 }
 
 // logLevel reads DAYTONA_WORKER_LOG_LEVEL (debug, info, warn, error). The

@@ -1,0 +1,210 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/rpc"
+)
+
+// DriverKey is the environment driver key, the same as the first-party
+// plugin's so environments and sandboxes carry over.
+const DriverKey = "daytona"
+
+// Options configure a [Driver]. The zero value is a production driver.
+type Options struct {
+	// Env looks up host environment variables (DAYTONA_API_KEY). Nil means
+	// os.LookupEnv.
+	Env EnvLookup
+	// HTTPClient is shared by every Daytona client the driver makes, so
+	// connections are reused across leases and accounts. Nil means a client
+	// with a default transport and no overall timeout (transfers and long
+	// commands must not be cut).
+	HTTPClient *http.Client
+	// Logger receives diagnostics (never secrets). Nil discards.
+	Logger *slog.Logger
+	// Now is the clock for freshness and expiry arithmetic. Nil means time.Now.
+	Now func() time.Time
+	// PollBackOff paces waits for sandbox states. Nil uses the client default.
+	PollBackOff func() backoff.BackOff
+	// RetryPolicy overrides the client's retry policy (tests).
+	RetryPolicy *daytona.RetryPolicy
+	// Work is the command runner's teardown side; nil means no sessions.
+	Work LeaseWork
+	// StartRetryWait bounds one wait for a transitioning sandbox to settle
+	// before a refused start is retried (plugin-behavior.md §13.9).
+	StartRetryWait time.Duration
+}
+
+// Driver is the Daytona environment driver: it serves the environment
+// methods of protocol.md §3 from params alone, with in-memory caches that are
+// only an optimisation. It is safe for concurrent use; one per worker.
+type Driver struct {
+	env    EnvLookup
+	http   *http.Client
+	log    *slog.Logger
+	now    func() time.Time
+	poll   func() backoff.BackOff
+	retry  *daytona.RetryPolicy
+	retryW time.Duration
+
+	scopes  scopes
+	handles handles
+	idle    idle
+	work    LeaseWork
+}
+
+// New returns a Driver.
+func New(o Options) *Driver {
+	d := &Driver{env: o.Env, http: o.HTTPClient, log: o.Logger, now: o.Now, poll: o.PollBackOff,
+		retry: o.RetryPolicy, retryW: o.StartRetryWait}
+	if d.env == nil {
+		d.env = os.LookupEnv
+	}
+	if d.log == nil {
+		d.log = slog.New(slog.DiscardHandler)
+	}
+	if d.now == nil {
+		d.now = time.Now
+	}
+	d.work = o.Work
+	if d.work == nil {
+		d.work = noWork{}
+	}
+	if d.retryW <= 0 {
+		d.retryW = 30 * time.Second
+	}
+	base := http.DefaultTransport
+	if d.http != nil && d.http.Transport != nil {
+		base = d.http.Transport
+	}
+	hc := &http.Client{Transport: countingTransport{base: base, idle: &d.idle}}
+	if d.http != nil {
+		hc.CheckRedirect, hc.Jar = d.http.CheckRedirect, d.http.Jar
+	}
+	d.http = hc
+	d.handles.now = d.now
+	return d
+}
+
+// Register adds the environment methods this driver implements, and health.
+func (d *Driver) Register(reg *rpc.Registry) {
+	reg.Register("environmentValidateConfig", hook(d, d.validateConfig))
+	reg.Register("environmentProbe", hook(d, d.probe))
+	reg.Register("environmentAcquireLease", hook(d, d.acquire))
+	reg.Register("environmentResumeLease", hook(d, d.resume))
+	reg.Register("environmentReleaseLease", hook(d, d.release))
+	reg.Register("environmentDestroyLease", hook(d, d.destroy))
+	reg.Register("environmentStopLease", hook(d, d.stop))
+	reg.Register("environmentRealizeWorkspace", hook(d, d.realize))
+	reg.Register("health", func(context.Context, json.RawMessage) (any, error) { return d.Health(), nil })
+}
+
+// hook wraps a typed method: pending-hook evidence and lenient params.
+func hook[P, R any](d *Driver, f func(context.Context, P) (R, error)) rpc.Handler {
+	return rpc.Typed(func(ctx context.Context, p P) (R, error) {
+		d.idle.add(&d.idle.hooks, 1)
+		defer d.idle.add(&d.idle.hooks, -1)
+		return f(ctx, p)
+	})
+}
+
+// Health is the health result: ok, with the idle-sleep evidence.
+func (d *Driver) Health() rpc.HealthResult {
+	return rpc.HealthResult{
+		Status:  "ok",
+		Message: "Daytona sandbox provider plugin healthy",
+		Details: map[string]any{"idle": d.idle.report()},
+	}
+}
+
+// conn is one call's view of an account: parsed config, a client and the
+// account fingerprint. The API key lives only inside the client.
+type conn struct {
+	cfg         Config
+	client      *daytona.Client
+	fingerprint string
+}
+
+// connect parses the config and builds a client. Config errors are invalid
+// params; a missing key is the reference's message.
+func (d *Driver) connect(raw json.RawMessage) (*conn, error) {
+	cfg, err := ParseConfig(raw)
+	if err != nil {
+		return nil, rpc.InvalidParams("invalid config: %v", err)
+	}
+	key, err := ResolveAPIKey(cfg, d.env)
+	if err != nil {
+		return nil, err
+	}
+	opts := []daytona.Option{daytona.WithAPIKey(key), daytona.WithHTTPClient(d.http)}
+	if cfg.APIURL != "" {
+		opts = append(opts, daytona.WithAPIURL(cfg.APIURL))
+	}
+	if cfg.Target != "" {
+		opts = append(opts, daytona.WithTarget(cfg.Target))
+	}
+	if d.poll != nil {
+		opts = append(opts, daytona.WithPollBackOff(d.poll))
+	}
+	if d.retry != nil {
+		opts = append(opts, daytona.WithRetryPolicy(*d.retry))
+	}
+	client, err := daytona.NewClient(opts...)
+	if err != nil {
+		return nil, rpc.InvalidParams("invalid Daytona connection settings: %v", err)
+	}
+	return &conn{cfg: cfg, client: client, fingerprint: AccountFingerprint(key, cfg.APIURL)}, nil
+}
+
+func (c *conn) scope(p rpc.EnvironmentBase, leaseID string) scopeKey {
+	driverKey := p.DriverKey
+	if driverKey == "" {
+		driverKey = DriverKey
+	}
+	return makeScopeKey(driverKey, p.CompanyID, p.EnvironmentID, leaseID, c.fingerprint)
+}
+
+// liveness bounds a provider call by livenessTimeoutMs, capped at max when
+// max > 0 (plugin-behavior.md §4.1; non-positive liveness disables).
+func (c *conn) liveness(ctx context.Context, op string, max time.Duration, fn func(context.Context) error) error {
+	bound, ok := c.cfg.LivenessBound()
+	if !ok {
+		return fn(ctx)
+	}
+	if max > 0 && bound > max {
+		bound = max
+	}
+	return cleanup.WithLiveness(ctx, op, bound, fn)
+}
+
+// getOrNil reads a sandbox; NotFound is (nil, nil).
+func (c *conn) getOrNil(ctx context.Context, id string) (*daytona.Sandbox, error) {
+	sb, _, err := c.client.Sandboxes.Get(ctx, id)
+	if errors.Is(err, daytona.ErrNotFound) {
+		return nil, nil
+	}
+	return sb, err
+}
+
+// countingTransport counts in-flight provider requests as idle evidence.
+type countingTransport struct {
+	base http.RoundTripper
+	idle *idle
+}
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	t.idle.add(&t.idle.requests, 1)
+	defer t.idle.add(&t.idle.requests, -1)
+	return t.base.RoundTrip(r)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,351 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+)
+
+// scopeKey identifies one lease of one account: stableStringify of driver
+// key, company, environment, provider lease id and account fingerprint
+// (plugin-behavior.md §5). Never the bare sandbox id: two companies or two
+// accounts can name the same sandbox id.
+type scopeKey string
+
+func makeScopeKey(driverKey, companyID, environmentID, leaseID, fingerprint string) scopeKey {
+	b, err := StableStringify(map[string]any{
+		"driverKey": driverKey, "companyId": companyID, "environmentId": environmentID,
+		"providerLeaseId": leaseID, "account": fingerprint,
+	})
+	if err != nil { // strings only: cannot happen
+		panic(err)
+	}
+	return scopeKey(b)
+}
+
+type admission int
+
+const (
+	admissionUnknown admission = iota // never seen: a fresh worker serves leases it did not acquire
+	admissionOpen
+	admissionClosed // tombstone: torn down, late work is refused
+)
+
+type scopeState struct {
+	admission  admission
+	teardowns  int
+	activities int
+	// generation changes whenever an activity starts or ends: a teardown
+	// captures it before a provider observation and compares after the
+	// reply (idle evidence rule, plugin-behavior.md §13.10).
+	generation uint64
+	changed    chan struct{} // closed and replaced on every change
+}
+
+// scopes holds the admission state, teardown gates and activity gates of
+// every lease scope this worker touched (plugin-behavior.md §5.2).
+type scopes struct {
+	mu sync.Mutex
+	m  map[scopeKey]*scopeState
+}
+
+func (s *scopes) state(k scopeKey) *scopeState { // s.mu held
+	if s.m == nil {
+		s.m = make(map[scopeKey]*scopeState)
+	}
+	st := s.m[k]
+	if st == nil {
+		st = &scopeState{changed: make(chan struct{})}
+		s.m[k] = st
+	}
+	return st
+}
+
+func (st *scopeState) broadcast() { // s.mu held
+	close(st.changed)
+	st.changed = make(chan struct{})
+}
+
+// LeaseInactiveError: the lease was torn down; late work is refused.
+type LeaseInactiveError struct{ LeaseID string }
+
+func (e *LeaseInactiveError) Error() string {
+	return fmt.Sprintf("Daytona sandbox lease %s is no longer active.", e.LeaseID)
+}
+
+// withActivity runs fn inside the scope's activity gate: refused once the
+// lease is closed (unless allowClosed), and never overlapping a teardown.
+func (s *scopes) withActivity(ctx context.Context, k scopeKey, leaseID string, allowClosed bool, fn func(context.Context) error) error {
+	var st *scopeState
+	for {
+		s.mu.Lock()
+		st = s.state(k)
+		if st.admission == admissionClosed && !allowClosed {
+			s.mu.Unlock()
+			return &LeaseInactiveError{LeaseID: leaseID}
+		}
+		if st.teardowns > 0 {
+			ch := st.changed
+			s.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		st.activities++
+		st.generation++
+		st.broadcast()
+		s.mu.Unlock()
+		break
+	}
+	defer func() {
+		s.mu.Lock()
+		st.activities--
+		st.generation++
+		st.broadcast()
+		s.mu.Unlock()
+	}()
+	return fn(ctx)
+}
+
+// beginTeardown closes admission (the tombstone) and holds the teardown
+// gate until end is called. Overlapping teardowns keep it closed until the
+// last ends.
+func (s *scopes) beginTeardown(k scopeKey) (end func()) {
+	s.mu.Lock()
+	st := s.state(k)
+	st.admission = admissionClosed
+	st.teardowns++
+	st.broadcast()
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			st.teardowns--
+			st.broadcast()
+			s.mu.Unlock()
+		})
+	}
+}
+
+// open marks the scope admitted (acquire, resume).
+func (s *scopes) open(k scopeKey) {
+	s.mu.Lock()
+	st := s.state(k)
+	st.admission = admissionOpen
+	st.broadcast()
+	s.mu.Unlock()
+}
+
+// settling reports a closed scope whose cancelled work is still running.
+func (s *scopes) settling(k scopeKey) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state(k)
+	return st.admission == admissionClosed && st.activities > 0
+}
+
+// generation returns the scope's activity generation and active count.
+func (s *scopes) generation(k scopeKey) (gen uint64, active int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state(k)
+	return st.generation, st.activities
+}
+
+// waitIdle waits until no activity runs in the scope.
+func (s *scopes) waitIdle(ctx context.Context, k scopeKey) error {
+	for {
+		s.mu.Lock()
+		st := s.state(k)
+		if st.activities == 0 {
+			s.mu.Unlock()
+			return nil
+		}
+		ch := st.changed
+		s.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// handleEntry is one cached sandbox handle; done closes when the populate
+// finished (single flight).
+type handleEntry struct {
+	done       chan struct{}
+	sb         *daytona.Sandbox
+	err        error
+	verifiedAt time.Time
+}
+
+// handles caches sandbox records per scope so realize and execute after an
+// acquire need no provider read (plugin-behavior.md §5.1). It never holds
+// credentials.
+type handles struct {
+	mu  sync.Mutex
+	m   map[scopeKey]*handleEntry
+	now func() time.Time
+}
+
+// HandleMismatchError: a cached or fetched record is another sandbox's.
+type HandleMismatchError struct{ Got, Want string }
+
+func (e *HandleMismatchError) Error() string {
+	return fmt.Sprintf("Daytona sandbox handle mismatch: handle %s does not belong to lease %s.", e.Got, e.Want)
+}
+
+// get returns the cached record or populates it with fetch, once for any
+// number of concurrent callers. A failed populate is not cached.
+func (h *handles) get(ctx context.Context, k scopeKey, leaseID string, fetch func(context.Context) (*daytona.Sandbox, error)) (sb *daytona.Sandbox, hit bool, err error) {
+	h.mu.Lock()
+	if h.m == nil {
+		h.m = make(map[scopeKey]*handleEntry)
+	}
+	e, hit := h.m[k]
+	if !hit {
+		e = &handleEntry{done: make(chan struct{})}
+		h.m[k] = e
+		h.mu.Unlock()
+		e.sb, e.err = fetch(ctx)
+		if e.err == nil && e.sb.ID != leaseID {
+			e.err = &HandleMismatchError{Got: e.sb.ID, Want: leaseID}
+		}
+		h.mu.Lock()
+		if e.err == nil {
+			e.verifiedAt = h.now()
+		} else if h.m[k] == e {
+			delete(h.m, k)
+		}
+		close(e.done)
+		h.mu.Unlock()
+		if e.err != nil {
+			return nil, false, e.err
+		}
+		return e.sb, false, nil
+	}
+	h.mu.Unlock()
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+		return nil, true, ctx.Err()
+	}
+	if e.err != nil {
+		return nil, true, e.err
+	}
+	if e.sb.ID != leaseID {
+		h.evict(k)
+		return nil, true, &HandleMismatchError{Got: e.sb.ID, Want: leaseID}
+	}
+	return e.sb, true, nil
+}
+
+// seed stores a record known to be current (after acquire or resume).
+func (h *handles) seed(k scopeKey, sb *daytona.Sandbox) {
+	e := &handleEntry{done: make(chan struct{}), sb: sb, verifiedAt: h.now()}
+	close(e.done)
+	h.mu.Lock()
+	if h.m == nil {
+		h.m = make(map[scopeKey]*handleEntry)
+	}
+	h.m[k] = e
+	h.mu.Unlock()
+}
+
+func (h *handles) evict(k scopeKey) {
+	h.mu.Lock()
+	delete(h.m, k)
+	h.mu.Unlock()
+}
+
+// markFresh records that the sandbox was just seen working.
+func (h *handles) markFresh(k scopeKey) {
+	h.mu.Lock()
+	if e := h.m[k]; e != nil && e.err == nil && e.sb != nil {
+		e.verifiedAt = h.now()
+	}
+	h.mu.Unlock()
+}
+
+// stale reports an entry untouched for at least threshold.
+func (h *handles) stale(k scopeKey, threshold time.Duration) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e := h.m[k]
+	return e != nil && e.sb != nil && h.now().Sub(e.verifiedAt) >= threshold
+}
+
+// idle is the evidence that keeps the worker from idle sleep
+// (plugin-behavior.md §13.10), reported in health.
+type idle struct {
+	mu          sync.Mutex
+	hooks       int
+	requests    int
+	terminals   int
+	allocations map[scopeKey]bool
+	uncertain   map[string]bool // creation names whose cleanup is unconfirmed
+}
+
+// IdleReport is health's details.idle (protocol.md §3.16, proposed shape).
+type IdleReport struct {
+	SleepAllowed      bool `json:"sleepAllowed"`
+	PendingHooks      int  `json:"pendingHooks"`
+	ProviderRequests  int  `json:"providerRequests"`
+	OpenTerminals     int  `json:"openTerminals"`
+	Allocations       int  `json:"allocations"`
+	UncertainCleanups int  `json:"uncertainCleanups"`
+}
+
+func (i *idle) report() IdleReport {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	r := IdleReport{
+		PendingHooks: i.hooks, ProviderRequests: i.requests, OpenTerminals: i.terminals,
+		Allocations: len(i.allocations), UncertainCleanups: len(i.uncertain),
+	}
+	r.SleepAllowed = r.PendingHooks == 0 && r.ProviderRequests == 0 && r.OpenTerminals == 0 &&
+		r.Allocations == 0 && r.UncertainCleanups == 0
+	return r
+}
+
+func (i *idle) add(field *int, n int) {
+	i.mu.Lock()
+	*field += n
+	i.mu.Unlock()
+}
+
+func (i *idle) allocate(k scopeKey) {
+	i.mu.Lock()
+	if i.allocations == nil {
+		i.allocations = make(map[scopeKey]bool)
+	}
+	i.allocations[k] = true
+	i.mu.Unlock()
+}
+
+func (i *idle) release(k scopeKey) {
+	i.mu.Lock()
+	delete(i.allocations, k)
+	i.mu.Unlock()
+}
+
+func (i *idle) setUncertain(name string, uncertain bool) {
+	i.mu.Lock()
+	if i.uncertain == nil {
+		i.uncertain = make(map[string]bool)
+	}
+	if uncertain {
+		i.uncertain[name] = true
+	} else {
+		delete(i.uncertain, name)
+	}
+	i.mu.Unlock()
+}

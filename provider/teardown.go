@@ -1,0 +1,358 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/rpc"
+)
+
+// LeaseWork is what teardown needs from command execution: the exec
+// package's runner satisfies it. Keys are the lease scope keys.
+type LeaseWork interface {
+	// Cancel ends in-flight commands of the lease now (cancelActiveWork,
+	// stop); later commands fail as no longer active.
+	Cancel(key string)
+	// Close deletes the lease's persistent session.
+	Close(ctx context.Context, key string) error
+	// Forget drops the session record: the sandbox restarted.
+	Forget(key string)
+}
+
+type noWork struct{}
+
+func (noWork) Cancel(string)                       {}
+func (noWork) Close(context.Context, string) error { return nil }
+func (noWork) Forget(string)                       {}
+
+// StopErrorSchema names the typed stop error's data (protocol.md §3.16,
+// proposed; kept here and nowhere else).
+const StopErrorSchema = "paperclip/environment-stop-error/v1"
+
+// Reasons of a StopError.
+const (
+	StopUnrecoverable     = "unrecoverable_error"
+	StopErrorAfterRecover = "error_after_recover"
+	StopRecoverUnfinished = "recover_unfinished"
+)
+
+// StopError is PluginEnvironmentStopError: the stop-only hook could not
+// bring an errored sandbox to a stop. The sandbox is never deleted.
+type StopError struct {
+	ProviderLeaseID string
+	Reason          string
+	SandboxState    string
+	cause           error
+}
+
+func (e *StopError) Error() string {
+	switch e.Reason {
+	case StopUnrecoverable:
+		return "Daytona sandbox " + e.ProviderLeaseID + " is in an unrecoverable error state and cannot be stopped; it was preserved."
+	case StopErrorAfterRecover:
+		return "Daytona sandbox " + e.ProviderLeaseID + " returned to an error state after recovery and cannot be stopped; it was preserved."
+	default:
+		return "Daytona sandbox " + e.ProviderLeaseID + " did not finish recovering, so it could not be stopped; it was preserved."
+	}
+}
+
+func (e *StopError) Unwrap() error { return e.cause }
+
+// RPCCode and RPCData put the typed error on the wire.
+func (e *StopError) RPCCode() int64 { return rpc.CodeWorkerError }
+
+// RPCData is the proposed error.data of PluginEnvironmentStopError.
+func (e *StopError) RPCData() any {
+	return map[string]any{"schema": StopErrorSchema, "name": "PluginEnvironmentStopError",
+		"providerLeaseId": e.ProviderLeaseID, "reason": e.Reason, "sandboxState": nullable(e.SandboxState)}
+}
+
+// teardown is the shared frame of release, destroy and stop: the teardown
+// gate (admission closed first), one deadline, evidence bookkeeping.
+type teardown struct {
+	d   *Driver
+	c   *conn
+	k   scopeKey
+	id  string
+	gen uint64
+}
+
+func (d *Driver) beginTeardown(p rpc.ReleaseParams) (*teardown, func(), error) {
+	c, err := d.connect(p.Config)
+	if err != nil {
+		return nil, nil, err
+	}
+	id := deref(p.ProviderLeaseID)
+	k := c.scope(p.EnvironmentBase, id)
+	end := d.scopes.beginTeardown(k)
+	return &teardown{d: d, c: c, k: k, id: id}, func() { end(); d.handles.evict(k) }, nil
+}
+
+// observe captures the activity generation before a provider observation.
+func (t *teardown) observe() { t.gen, _ = t.d.scopes.generation(t.k) }
+
+// confirmed clears allocation evidence after a stop or delete receipt, but
+// only when no other work on the sandbox started or finished meanwhile.
+func (t *teardown) confirmed() {
+	if gen, active := t.d.scopes.generation(t.k); gen == t.gen && active == 0 {
+		t.d.idle.release(t.k)
+	}
+}
+
+func (t *teardown) receipt(state string) *rpc.Receipt {
+	t.confirmed()
+	return &rpc.Receipt{ProviderLeaseID: t.id, State: state}
+}
+
+// drain runs the bridge cleanup before termination (plugin-behavior.md §4.9
+// step 4): wait for activity, delete the session. Each step is bounded and
+// its failure only logged: a hung drain never blocks termination.
+func (t *teardown) drain(ctx context.Context) {
+	bound := 10 * time.Second
+	if b, ok := t.c.cfg.LivenessBound(); ok && b < bound {
+		bound = max(time.Millisecond, b)
+	}
+	steps := []struct {
+		op string
+		fn func(context.Context) error
+	}{
+		{"sandbox.activityDrain", func(ctx context.Context) error { return t.d.scopes.waitIdle(ctx, t.k) }},
+		{"sandbox.sessionTeardown", func(ctx context.Context) error { return t.d.work.Close(ctx, string(t.k)) }},
+	}
+	for _, s := range steps {
+		if err := cleanup.WithLiveness(ctx, s.op, bound, s.fn); err != nil {
+			t.d.log.Warn("Sandbox bridge cleanup failed; continuing provider termination.", "op", s.op, "err", err)
+		}
+	}
+}
+
+// fresh reads the sandbox now: a cached "stopped" is not a receipt.
+func (t *teardown) fresh(ctx context.Context) (*daytona.Sandbox, error) {
+	t.observe()
+	var sb *daytona.Sandbox
+	err := t.c.liveness(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
+		var err error
+		sb, err = t.c.getOrNil(ctx, t.id)
+		return err
+	})
+	return sb, err
+}
+
+// stopAndWait stops a sandbox and waits until Daytona reports it stopped.
+func (t *teardown) stopAndWait(ctx context.Context, bound time.Duration) error {
+	return cleanup.WithLiveness(ctx, "sandbox.stop", bound, func(ctx context.Context) error {
+		if _, _, err := t.c.client.Sandboxes.Stop(ctx, t.id, false); err != nil {
+			return err
+		}
+		_, err := t.c.client.Sandboxes.WaitUntilStopped(ctx, t.id)
+		return err
+	})
+}
+
+func (t *teardown) deleteAndWait(ctx context.Context) error {
+	return cleanup.WithLiveness(ctx, "sandbox.delete", t.c.cfg.AcquireBudget()+startMargin, func(ctx context.Context) error {
+		return cleanup.DeleteAndWait(ctx, t.c.client.Sandboxes, t.id)
+	})
+}
+
+func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, error) {
+	if deref(p.ProviderLeaseID) == "" {
+		return nil, nil
+	}
+	if p.ResourceDisposition == "stop_and_retain" {
+		return d.stop(ctx, p)
+	}
+	t, end, err := d.beginTeardown(p)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	cfg := t.c.cfg
+	ctx, cancel := context.WithTimeout(ctx, cfg.AcquireBudget()+2*startMargin)
+	defer cancel()
+	if p.CancelActiveWork {
+		// The Stop button: end running commands now, stop without waiting
+		// for them, never delete.
+		d.work.Cancel(string(t.k))
+		sb, err := t.fresh(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if sb == nil {
+			return t.receipt("destroyed"), nil
+		}
+		if sb.State != daytona.StateStopped {
+			if err := t.stopAndWait(ctx, min(cfg.AcquireBudget(), stopStepCap)+startMargin); err != nil {
+				return nil, err
+			}
+		}
+		d.work.Forget(string(t.k))
+		return t.receipt("stopped"), nil
+	}
+	t.drain(ctx)
+	sb, err := t.fresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sb == nil {
+		return t.receipt("destroyed"), nil
+	}
+	stopBound := cfg.AcquireBudget() + startMargin
+	if cfg.ReuseLease {
+		if sb.State != daytona.StateStopped {
+			if err := t.stopAndWait(ctx, stopBound); err != nil {
+				d.log.Warn("Failed to stop Daytona sandbox during lease release. Attempting delete instead.", "sandboxId", t.id, "err", err)
+				if derr := t.deleteAndWait(ctx); derr != nil {
+					return nil, errors.Join(err, derr)
+				}
+				return t.receipt("destroyed"), nil
+			}
+		}
+		return t.receipt("stopped"), nil
+	}
+	if cfg.ArchiveOnRelease {
+		err := func() error {
+			if sb.State != daytona.StateStopped {
+				if err := t.stopAndWait(ctx, stopBound); err != nil {
+					return err
+				}
+			}
+			if _, _, err := t.c.client.Sandboxes.SetAutoDeleteInterval(ctx, t.id, 60); err != nil {
+				return err
+			}
+			_, _, err := t.c.client.Sandboxes.Archive(ctx, t.id)
+			return err
+		}()
+		if err == nil {
+			return t.receipt("stopped"), nil
+		}
+		d.log.Warn("Failed to archive Daytona sandbox during lease release. Falling back to delete.", "sandboxId", t.id, "err", err)
+	}
+	if err := t.deleteAndWait(ctx); err != nil {
+		return nil, err
+	}
+	return t.receipt("destroyed"), nil
+}
+
+func (d *Driver) destroy(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, error) {
+	id := deref(p.ProviderLeaseID)
+	if id == "" {
+		return nil, nil
+	}
+	if raw, ok := p.LeaseMetadata["failedCreateCleanup"]; ok {
+		return d.destroyFailedCreate(ctx, p, raw)
+	}
+	t, end, err := d.beginTeardown(p)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	ctx, cancel := context.WithTimeout(ctx, t.c.cfg.AcquireBudget()+2*startMargin)
+	defer cancel()
+	t.drain(ctx)
+	t.observe()
+	if err := t.deleteAndWait(ctx); err != nil {
+		return nil, err
+	}
+	d.work.Forget(string(t.k))
+	return t.receipt("destroyed"), nil
+}
+
+// destroyFailedCreate resolves a journaled creation envelope: observe the
+// real id first (the host persists it), delete on the next call
+// (plugin-behavior.md §3.5, §4.10).
+func (d *Driver) destroyFailedCreate(ctx context.Context, p rpc.ReleaseParams, raw any) (*rpc.Receipt, error) {
+	id := deref(p.ProviderLeaseID)
+	env, err := cleanup.ParseEnvelope(raw)
+	if err != nil || env.CompanyID != p.CompanyID || env.EnvironmentID != p.EnvironmentID || env.ProviderLeaseID != id {
+		return nil, cleanup.ErrScope
+	}
+	c, err := d.connect(p.Config)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.AcquireBudget()+2*startMargin)
+	defer cancel()
+	err = cleanup.DestroyFailedCreation(ctx, c.client.Sandboxes, c.fingerprint, &env, cleanup.Options{RequireDurableObservation: true})
+	if err != nil {
+		d.idle.setUncertain(env.ProviderLeaseID, true)
+		return nil, err
+	}
+	d.idle.setUncertain(env.ProviderLeaseID, false)
+	if env.ObservedProviderLeaseID != "" {
+		d.idle.release(c.scope(p.EnvironmentBase, env.ObservedProviderLeaseID))
+	}
+	return &rpc.Receipt{ProviderLeaseID: id, State: "destroyed"}, nil
+}
+
+// stop is stop-only preservation (plugin-behavior.md §4.8, §13.8): confirm
+// the retention policy, recover an errored sandbox once, stop; never delete.
+func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, error) {
+	if deref(p.ProviderLeaseID) == "" {
+		return nil, errors.New("Daytona stop requires an exact sandbox identity")
+	}
+	t, end, err := d.beginTeardown(p)
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	cfg := t.c.cfg
+	ctx, cancel := context.WithTimeout(ctx, cfg.AcquireBudget()+2*startMargin+recoverWaitBound)
+	defer cancel()
+	d.work.Cancel(string(t.k))
+	sb, err := t.c.getOrNil(ctx, t.id)
+	if err != nil {
+		return nil, err
+	}
+	if sb == nil {
+		return nil, errors.New("Daytona retained sandbox is unavailable")
+	}
+	// The policy first: only a fresh read that shows auto-delete disabled
+	// counts; otherwise nothing is stopped or deleted.
+	if err := t.c.liveness(ctx, "sandbox.setAutoDeleteInterval", stopStepCap, func(ctx context.Context) error {
+		_, _, err := t.c.client.Sandboxes.SetAutoDeleteInterval(ctx, t.id, -1)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	sb, err = t.fresh(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sb == nil || sb.AutoDeleteInterval == nil || *sb.AutoDeleteInterval != -1 {
+		return nil, errors.New("Daytona retention policy was not confirmed")
+	}
+	if sb.State == daytona.StateError {
+		if !sb.Recoverable {
+			return nil, &StopError{ProviderLeaseID: t.id, Reason: StopUnrecoverable, SandboxState: string(sb.State)}
+		}
+		rctx, rcancel := context.WithTimeout(ctx, recoverWaitBound)
+		_, _, rerr := t.c.client.Sandboxes.Recover(rctx, t.id, false)
+		if rerr == nil {
+			sb, rerr = t.c.client.Sandboxes.WaitUntilStarted(rctx, t.id)
+		}
+		rcancel()
+		if rerr != nil {
+			state := ""
+			var se *daytona.SandboxStateError
+			if errors.As(rerr, &se) && se.State == daytona.StateError {
+				return nil, &StopError{ProviderLeaseID: t.id, Reason: StopErrorAfterRecover, SandboxState: string(se.State), cause: rerr}
+			}
+			if sb != nil {
+				state = string(sb.State)
+			}
+			return nil, &StopError{ProviderLeaseID: t.id, Reason: StopRecoverUnfinished, SandboxState: state, cause: rerr}
+		}
+	}
+	if sb.State != daytona.StateStopped {
+		t.observe()
+		if err := t.stopAndWait(ctx, cfg.AcquireBudget()+startMargin); err != nil {
+			return nil, err
+		}
+	}
+	d.work.Forget(string(t.k))
+	return t.receipt("stopped"), nil
+}
