@@ -118,7 +118,12 @@ function launchWithExecve(binary, env) {
 
 function launchWithSpawn(binary, env) {
   // Only fds 0-2 are inherited; fd 3 (the IPC channel) is not passed on.
-  const child = spawn(binary, [], { stdio: ["inherit", "inherit", "inherit"], env });
+  // The worker watches its parent; naming the launcher's pid lets it notice
+  // a SIGKILLed launcher even if that happened before it looked.
+  const child = spawn(binary, [], {
+    stdio: ["inherit", "inherit", "inherit"],
+    env: { ...env, DAYTONA_WORKER_PARENT_PID: String(process.pid) },
+  });
 
   // The IPC channel must not keep this process alive on its own, and this
   // process never reads it.
