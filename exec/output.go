@@ -1,0 +1,242 @@
+package exec
+
+import (
+	"fmt"
+	"strings"
+	stdsync "sync"
+	"unicode/utf8"
+)
+
+// DefaultOutputCap is the default per-stream limit of a result, in
+// characters as the host counts them in the response frame: UTF-16 code
+// units of the JSON-escaped text (a control character costs 6, `"` 2, an
+// astral character 2; `<`, `>`, `&`, U+2028/9 are counted as 6 because
+// encoding/json may escape them). Two capped streams plus the markers stay
+// far below the host's 128 Mi-character frame, and worker memory per
+// execute stays bounded (at most ~3 bytes of UTF-8 per unit and stream)
+// whatever the command prints.
+const DefaultOutputCap = 32 << 20
+
+// maxSinkChunk bounds one Sink call in bytes; the host accepts chunks of
+// at most 1 000 000 characters and a UTF-8 byte count is never below the
+// UTF-16 length.
+const maxSinkChunk = 512 << 10
+
+// Stream names as the Sink receives them.
+const (
+	StreamStdout = "stdout"
+	StreamStderr = "stderr"
+)
+
+// truncationMarker ends a stream cut at the cap; it is part of both the
+// live output and the final result, so the streamed text stays a prefix.
+func truncationMarker(stream string, limit int64) string {
+	return fmt.Sprintf("\n[daytona-worker: %s truncated after %d characters; further output was discarded]\n", stream, limit)
+}
+
+// streamBuf is one stream's state: raw bytes accepted so far (the
+// per-stream byte offset used to drop replays), an incomplete UTF-8 tail
+// that is withheld until its continuation arrives, and the decoded text.
+type streamBuf struct {
+	name    string
+	recv    int64  // raw bytes accepted (offset space of the log)
+	pending []byte // incomplete UTF-8 sequence (< 4 bytes)
+	text    strings.Builder
+	cost    int64 // host characters of text (JSON-escaped UTF-16 units)
+	capped  bool
+	dropped int64 // raw bytes discarded beyond the cap
+}
+
+// output demultiplexed per stream, deduplicated by byte offset and
+// forwarded live to a Sink. Callbacks of an abandoned follow connection are
+// ignored by generation. All methods are safe for concurrent use; the Sink
+// is called under the lock, so its calls are strictly ordered and all
+// complete before the result is built.
+type output struct {
+	mu      stdsync.Mutex
+	streams [2]*streamBuf
+	sink    Sink
+	sinkErr error
+	limit   int64
+	gen     uint64
+	// sinkChars counts characters handed to the sink (for metadata).
+	sinkChars int64
+}
+
+func newOutput(sink Sink, limit int64) *output {
+	if limit <= 0 {
+		limit = DefaultOutputCap
+	}
+	return &output{
+		streams: [2]*streamBuf{{name: StreamStdout}, {name: StreamStderr}},
+		sink:    sink,
+		limit:   limit,
+	}
+}
+
+func (o *output) buf(stream int) *streamBuf { return o.streams[stream] }
+
+// nextGen starts a new connection generation: feeds tagged with an older
+// generation are dropped from now on.
+func (o *output) nextGen() uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.gen++
+	return o.gen
+}
+
+// feed places data at byte offset off of stream (0 stdout, 1 stderr).
+// Bytes below what was already accepted are a replay and are dropped;
+// a chunk starting beyond it (a gap) is dropped too, the next snapshot
+// fills it. It reports false if gen is stale.
+func (o *output) feed(gen uint64, stream int, off int64, data []byte) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if gen != o.gen {
+		return false
+	}
+	o.feedLocked(stream, off, data)
+	return true
+}
+
+// feedSnapshot reconciles with a full snapshot of both streams (offset 0).
+func (o *output) feedSnapshot(gen uint64, stdout, stderr string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if gen != o.gen {
+		return false
+	}
+	for i, s := range []string{stdout, stderr} {
+		b := o.streams[i]
+		if int64(len(s)) > b.recv {
+			o.feedLocked(i, b.recv, []byte(s[b.recv:]))
+		}
+	}
+	return true
+}
+
+func (o *output) feedLocked(stream int, off int64, data []byte) {
+	b := o.streams[stream]
+	end := off + int64(len(data))
+	if end <= b.recv || off > b.recv {
+		return
+	}
+	data = data[b.recv-off:]
+	b.recv = end
+	if b.capped {
+		b.dropped += int64(len(data))
+		return
+	}
+	var p []byte
+	if len(b.pending) > 0 {
+		p = append(b.pending, data...)
+		b.pending = nil
+	} else {
+		p = data
+	}
+	o.decodeLocked(b, p, false)
+}
+
+// decodeLocked appends the complete characters of p to the stream's text
+// (invalid bytes become U+FFFD, one per byte, exactly as decoding the whole
+// stream at once would), withholds an incomplete trailing sequence unless
+// final, applies the cap and forwards the new text.
+func (o *output) decodeLocked(b *streamBuf, p []byte, final bool) {
+	start := b.text.Len()
+	i := 0
+	for i < len(p) {
+		if !final && !utf8.FullRune(p[i:]) {
+			break
+		}
+		r, size := utf8.DecodeRune(p[i:])
+		c := hostCost(r)
+		if b.cost+c > o.limit {
+			b.capped = true
+			b.dropped += int64(len(p) - i)
+			i = len(p)
+			b.text.WriteString(truncationMarker(b.name, o.limit))
+			break
+		}
+		b.cost += c
+		if r == utf8.RuneError && size == 1 {
+			b.text.WriteString("\uFFFD")
+		} else {
+			b.text.Write(p[i : i+size])
+		}
+		i += size
+	}
+	if i < len(p) {
+		b.pending = append([]byte(nil), p[i:]...)
+	}
+	if b.text.Len() > start {
+		o.emitLocked(b.name, b.text.String()[start:])
+	}
+}
+
+// finish publishes withheld bytes after a confirmed exit: the stream is
+// complete, so an incomplete sequence is genuine and becomes U+FFFD.
+func (o *output) finish() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.gen++ // nothing may change the result from now on
+	for _, b := range o.streams {
+		if len(b.pending) > 0 && !b.capped {
+			p := b.pending
+			b.pending = nil
+			o.decodeLocked(b, p, true)
+		}
+	}
+}
+
+// emitLocked forwards text in chunks of at most maxSinkChunk bytes, never
+// splitting a character. A failing sink stops live output; the result is
+// unaffected.
+func (o *output) emitLocked(stream, text string) {
+	if o.sink == nil || o.sinkErr != nil {
+		return
+	}
+	for len(text) > 0 {
+		n := len(text)
+		if n > maxSinkChunk {
+			n = maxSinkChunk
+			for n > 0 && !utf8.RuneStart(text[n]) {
+				n--
+			}
+		}
+		if err := o.sink(stream, text[:n]); err != nil {
+			o.sinkErr = err
+			return
+		}
+		o.sinkChars += int64(n)
+		text = text[n:]
+	}
+}
+
+// snapshot returns the text so far and whether any stream was truncated.
+func (o *output) snapshot() (stdout, stderr string, truncated bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.streams[0].text.String(), o.streams[1].text.String(), o.streams[0].capped || o.streams[1].capped
+}
+
+// bothCapped: no further output can change the result, so snapshots that
+// only serve output reconciliation can be skipped.
+func (o *output) bothCapped() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.streams[0].capped && o.streams[1].capped
+}
+
+// hostCost is the number of characters r occupies in the JSON frame as
+// the host measures it (UTF-16 code units after escaping), conservatively.
+func hostCost(r rune) int64 {
+	switch {
+	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':
+		return 2
+	case r < 0x20, r == '<', r == '>', r == '&', r == 0x2028, r == 0x2029:
+		return 6
+	case r >= 0x10000:
+		return 2
+	}
+	return 1
+}

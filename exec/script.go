@@ -1,0 +1,146 @@
+package exec
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// shellQuote wraps v in single quotes, replacing each ' with '"'"'
+// (plugin-behavior.md §2.4; identical to provider.ShellQuote, duplicated
+// here because provider imports this package).
+func shellQuote(v string) string {
+	return "'" + strings.ReplaceAll(v, "'", `'"'"'`) + "'"
+}
+
+var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// gitDefaults are the non-interactive git/ssh settings every command gets
+// unless the caller's env overrides them (§7.2), in the reference's order.
+var gitDefaults = [][2]string{
+	{"GIT_TERMINAL_PROMPT", "0"},
+	{"GCM_INTERACTIVE", "Never"},
+	{"GIT_ASKPASS", "echo"},
+	{"SSH_ASKPASS", "echo"},
+	{"SSH_ASKPASS_REQUIRE", "force"},
+}
+
+// validateEnv rejects keys a shell `env K=v` prefix cannot carry, before
+// any provider call (§7.2).
+func validateEnv(env map[string]string) error {
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if !envKeyRE.MatchString(k) {
+			return &InvalidEnvKeyError{Key: k}
+		}
+	}
+	return nil
+}
+
+// profilePrelude sources the login profiles the daemon's non-login shell
+// skips (daytona-api.md §3): each only if present, output discarded,
+// failures ignored; .bash_profile or else .bashrc.
+const profilePrelude = `if [ -f /etc/profile ]; then . /etc/profile >/dev/null 2>&1 || true; fi` +
+	` && if [ -f "$HOME/.profile" ]; then . "$HOME/.profile" >/dev/null 2>&1 || true; fi` +
+	` && if [ -f "$HOME/.bash_profile" ]; then . "$HOME/.bash_profile" >/dev/null 2>&1 || true; elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc" >/dev/null 2>&1 || true; fi` +
+	` && if [ -f "$HOME/.zprofile" ]; then . "$HOME/.zprofile" >/dev/null 2>&1 || true; fi`
+
+// buildScript composes the one-line command script of §7.2:
+// profiles && cd 'cwd' && env K='v'… 'command' 'arg'… [< 'stdinPath'].
+// Caller env keys that are not git defaults follow in sorted order (Go maps
+// have no insertion order; sorting keeps the script deterministic).
+func buildScript(command string, args []string, cwd string, env map[string]string, stdinPath string) string {
+	var b strings.Builder
+	b.WriteString(profilePrelude)
+	if cwd != "" {
+		b.WriteString(" && cd ")
+		b.WriteString(shellQuote(cwd))
+	}
+	b.WriteString(" && env")
+	seen := map[string]bool{}
+	for _, kv := range gitDefaults {
+		v := kv[1]
+		if ov, ok := env[kv[0]]; ok {
+			v = ov
+		}
+		seen[kv[0]] = true
+		fmt.Fprintf(&b, " %s=%s", kv[0], shellQuote(v))
+	}
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		if !seen[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s=%s", k, shellQuote(env[k]))
+	}
+	b.WriteString(" ")
+	b.WriteString(shellQuote(command))
+	for _, a := range args {
+		b.WriteString(" ")
+		b.WriteString(shellQuote(a))
+	}
+	if stdinPath != "" {
+		b.WriteString(" < ")
+		b.WriteString(shellQuote(stdinPath))
+	}
+	return b.String()
+}
+
+// GitNetworkTimeout caps the timeout of git commands that talk to a remote
+// (§7.2): a missing credential helper must not hang a run for hours.
+const GitNetworkTimeout = 120 * time.Second
+
+// isGitNetworkCommand reports whether command+args is a git network
+// operation: basename git, first positional argument (skipping -C, -c,
+// --git-dir, --work-tree with their values and other flags) push, fetch,
+// pull, ls-remote, clone, or remote update / submodule update.
+func isGitNetworkCommand(command string, args []string) bool {
+	if path.Base(command) != "git" {
+		return false
+	}
+	var pos []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-C" || a == "-c" || a == "--git-dir" || a == "--work-tree":
+			i++ // skip the value
+		case strings.HasPrefix(a, "-"):
+		default:
+			pos = append(pos, a)
+		}
+		if len(pos) == 2 {
+			break
+		}
+	}
+	if len(pos) == 0 {
+		return false
+	}
+	switch pos[0] {
+	case "push", "fetch", "pull", "ls-remote", "clone":
+		return true
+	case "remote", "submodule":
+		return len(pos) > 1 && pos[1] == "update"
+	}
+	return false
+}
+
+// gitTimeoutMessage is the actionable text of a timed-out git network command.
+func gitTimeoutMessage(seconds int64) string {
+	return fmt.Sprintf("Git network operation timed out after %d s — the remote may be unreachable or noninteractive credentials are not configured.", seconds)
+}
+
+// toTimeoutSeconds is max(1, ceil(ms/1000)) (§2.4).
+func toTimeoutSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(1, s)
+}

@@ -1,0 +1,457 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+)
+
+// run is one Execute in flight.
+type run struct {
+	r      *Runner
+	t      Target
+	req    Request
+	lease  *lease
+	start  time.Time
+	eff    time.Duration
+	git    bool
+	script string
+	out    *output
+
+	ctx    context.Context // caller + lease cancellation
+	cmdCtx context.Context // + command deadline
+
+	sess     *session
+	cmdID    string
+	retire   bool   // take the session out of service afterwards
+	observed string // how output was observed (metadata logStream)
+}
+
+func (x *run) durationMs() int64 { return x.r.clock.Now().Sub(x.start).Milliseconds() }
+
+func (x *run) effSeconds() int64 { return int64(math.Round(x.eff.Seconds())) }
+
+// result builds the final result from the output buffer.
+func (x *run) result(code *int) Result {
+	stdout, stderr, truncated := x.out.snapshot()
+	md := map[string]any{"durationMs": x.durationMs()}
+	if x.observed != "" {
+		md["logStream"] = x.observed
+	}
+	if truncated {
+		md["outputTruncated"] = true
+	}
+	return Result{ExitCode: code, Stdout: stdout, Stderr: stderr, Metadata: md}
+}
+
+// timeout is the timed-out result: partial output, the reason appended to
+// stderr, and whether the command's exit is known.
+func (x *run) timeout(scope string, observedExit *int) Result {
+	res := x.result(nil)
+	res.TimedOut = true
+	var msg string
+	switch {
+	case scope == "session_log_observation" && observedExit != nil:
+		msg = fmt.Sprintf("Session log observation timed out after %d s; final output may be incomplete.", x.effSeconds())
+	case scope == "session_log_observation":
+		msg = fmt.Sprintf("Session log observation timed out after %d s; command exit remains unconfirmed.", x.effSeconds())
+	case x.git:
+		msg = gitTimeoutMessage(x.effSeconds())
+	default:
+		msg = fmt.Sprintf("Command timed out after %d s.", x.effSeconds())
+	}
+	res.Stderr += msg + "\n"
+	res.Metadata["timeoutScope"] = scope
+	res.Metadata["commandExitConfirmed"] = observedExit != nil
+	if observedExit != nil {
+		res.Metadata["observedExitCode"] = *observedExit
+	}
+	if observedExit == nil && x.sess != nil {
+		// The command may still run: retire its session so later commands
+		// do not queue behind it, and delete it (killing the command) once
+		// unused.
+		x.retire = true
+	}
+	return res
+}
+
+// stopped turns the reason a wait ended into the execute's outcome.
+func (x *run) stopped(cause error) (Result, error) {
+	switch {
+	case errors.Is(cause, errObservationBound):
+		return x.timeout("session_log_observation", nil), nil
+	case errors.Is(cause, errCommandDeadline), errors.Is(cause, errFallbackDeadline):
+		return x.timeout("command", nil), nil
+	}
+	res := x.result(nil)
+	if x.sess != nil && x.cmdID != "" {
+		res.Metadata["commandExitConfirmed"] = false
+	}
+	if errors.Is(cause, ErrLeaseNotActive) {
+		return res, cause
+	}
+	return res, fmt.Errorf("exec: %w", cause)
+}
+
+// classify maps a failed read under rctx (a child of parent) to the bound
+// or cancellation that ended it, or returns the provider error.
+func classify(parent, rctx context.Context, err error) error {
+	if parent.Err() != nil {
+		return context.Cause(parent)
+	}
+	if rctx.Err() != nil {
+		return context.Cause(rctx)
+	}
+	return err
+}
+
+// statusRead reads the command's exit code under parent, bounded by d.
+func (x *run) statusRead(parent context.Context, d time.Duration, boundCause error) (*int, error) {
+	rctx, cancel := withBound(parent, x.r.clock, d, boundCause)
+	defer cancel()
+	cmd, _, err := x.t.Client.Toolbox.GetSessionCommand(rctx, x.t.Sandbox, x.sess.id, x.cmdID)
+	if err != nil {
+		return nil, classify(parent, rctx, err)
+	}
+	return cmd.ExitCode, nil
+}
+
+// snapshotRead reads the full separated log snapshot under parent,
+// bounded by d. A log larger than MaxSnapshotBytes reports tooLarge.
+func (x *run) snapshotRead(parent context.Context, d time.Duration) (logs *daytona.CommandLogs, tooLarge bool, err error) {
+	rctx, cancel := withBound(parent, x.r.clock, d, errObservationBound)
+	defer cancel()
+	logs, _, err = x.t.Client.Toolbox.GetSessionCommandLogs(rctx, x.t.Sandbox, x.sess.id, x.cmdID, x.r.maxSnap)
+	if err != nil {
+		if rctx.Err() == nil && errors.Is(err, daytona.ErrMalformedResponse) && strings.Contains(err.Error(), "log larger than") {
+			return nil, true, nil
+		}
+		return nil, false, classify(parent, rctx, err)
+	}
+	return logs, false, nil
+}
+
+// sessionLost reports a toolbox answer meaning the session is gone.
+func sessionLost(err error) bool {
+	return errors.Is(err, daytona.ErrNotFound) || errors.Is(err, daytona.ErrGone)
+}
+
+// inSession is the session path (§7.4, §13.4, §13.5).
+func (x *run) inSession() (Result, error) {
+	if err := x.dispatch(); err != nil {
+		if x.cmdCtx.Err() != nil && x.cmdID == "" && !errors.Is(err, ErrDispatchUncertain) {
+			return x.stopped(context.Cause(x.cmdCtx))
+		}
+		res := x.result(nil)
+		return res, err
+	}
+	defer func() { x.r.releaseSession(x.ctx, x.lease, x.sess, x.retire) }()
+	return x.observe()
+}
+
+// dispatch hands the command to the session exactly once. A 404/410 on
+// the exec call proves the command was not started (the session died with
+// a sandbox restart): the session is recreated and the dispatch made once
+// more. Any other failure leaves the outcome unknown and is not retried.
+func (x *run) dispatch() error {
+	wrapped := "( " + x.script + " )" // a top-level exit cannot end the session shell
+	for attempt := 0; attempt < 2; attempt++ {
+		s, err := x.r.acquireSession(x.cmdCtx, x.lease, x.t)
+		if err != nil {
+			return err
+		}
+		resp, _, err := x.t.Client.Toolbox.ExecuteSessionCommand(x.cmdCtx, x.t.Sandbox, s.id,
+			&daytona.SessionExecuteRequest{Command: wrapped, RunAsync: true})
+		if err == nil && resp.CmdID != "" {
+			x.sess, x.cmdID = s, resp.CmdID
+			return nil
+		}
+		if err != nil && sessionLost(err) && !errors.Is(err, daytona.ErrContainerMissing) {
+			x.r.sessionGone(x.lease, s)
+			x.r.releaseSession(x.ctx, x.lease, s, false)
+			continue
+		}
+		// Outcome unknown: the command may be running. Retire the session
+		// so nothing else queues behind it; never dispatch again.
+		x.r.releaseSession(x.ctx, x.lease, s, true)
+		if err == nil {
+			err = fmt.Errorf("%w: exec answer without a command id", daytona.ErrMalformedResponse)
+		}
+		if x.cmdCtx.Err() != nil {
+			err = fmt.Errorf("%w", context.Cause(x.cmdCtx))
+		}
+		return fmt.Errorf("%w: %w", ErrDispatchUncertain, err)
+	}
+	return fmt.Errorf("exec: session lost twice while dispatching: %w", daytona.ErrNotFound)
+}
+
+// streamEnd is how one follow connection ended.
+type streamEnd int
+
+const (
+	endExited   streamEnd = iota // an early status read saw the exit code
+	endClean                     // the server closed normally
+	endRejected                  // the connection failed
+	endIdle                      // silent for SilentSocketLimit
+	endStopped                   // command deadline, lease cancel, caller
+)
+
+func (x *run) observe() (Result, error) {
+	// Already-exited fast path: one status read bounded to 500 ms (and the
+	// command deadline); an exit code means no socket at all.
+	code, err := x.statusRead(x.cmdCtx, FastPathBound, errStatusBound)
+	if x.cmdCtx.Err() != nil {
+		return x.stopped(context.Cause(x.cmdCtx))
+	}
+	if err == nil && code != nil {
+		x.observed = "fast_path"
+		return x.complete(*code)
+	}
+	x.observed = "followed"
+	anyClean := false
+	for attempt := 0; attempt < maxStreamAttempts; attempt++ {
+		end, code, cause := x.follow()
+		switch end {
+		case endExited:
+			return x.complete(code)
+		case endStopped:
+			return x.stopped(cause)
+		case endIdle:
+			anyClean = true
+			return x.poll(anyClean)
+		case endRejected:
+			continue
+		case endClean:
+			anyClean = true
+			c, err := x.exitAfterClose()
+			if err != nil {
+				return x.readFailed(err)
+			}
+			if c != nil {
+				return x.complete(*c)
+			}
+		}
+	}
+	return x.poll(anyClean)
+}
+
+// readFailed handles an error of a status or snapshot read: bounds and
+// cancellations become their results, provider errors are returned (a
+// status 404 means the session died: it is forgotten).
+func (x *run) readFailed(err error) (Result, error) {
+	if errors.Is(err, errObservationBound) || errors.Is(err, errCommandDeadline) || errors.Is(err, errFallbackDeadline) ||
+		errors.Is(err, ErrLeaseNotActive) || isContextErr(err) {
+		return x.stopped(err)
+	}
+	if sessionLost(err) {
+		x.r.sessionGone(x.lease, x.sess)
+	}
+	res := x.result(nil)
+	res.Metadata["commandExitConfirmed"] = false
+	return res, fmt.Errorf("exec: observe command: %w", err)
+}
+
+// follow runs one follow connection with its early status reads and the
+// silent-socket watchdog, and returns how it ended. The connection and its
+// helpers have ended when follow returns; their late callbacks are ignored.
+func (x *run) follow() (end streamEnd, code int, cause error) {
+	gen := x.out.nextGen()
+	actx, acancel := context.WithCancel(x.cmdCtx)
+	activity := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- x.t.Client.Toolbox.FollowSessionCommandLogs(actx, x.t.Sandbox, x.sess.id, x.cmdID, nil,
+			func(c daytona.LogChunk) error {
+				if x.out.feed(gen, int(c.Stream)-1, c.Offset, c.Data) {
+					select {
+					case activity <- struct{}{}:
+					default:
+					}
+				}
+				return nil
+			})
+	}()
+	early := make(chan int, 1)
+	earlyDone := make(chan struct{})
+	go func() {
+		defer close(earlyDone)
+		for _, d := range earlyStatusDelays {
+			if !sleep(actx, x.r.clock, d) {
+				return
+			}
+			c, err := x.statusRead(actx, FastPathBound, errStatusBound)
+			if err == nil && c != nil {
+				early <- *c
+				return
+			}
+		}
+	}()
+	silence := x.r.clock.NewTimer(SilentSocketLimit)
+	var followErr error
+	followEnded := false
+	defer func() {
+		x.out.nextGen() // late callbacks of this connection are ignored
+		acancel()
+		silence.Stop()
+		if !followEnded {
+			<-done
+		}
+		<-earlyDone
+	}()
+	for {
+		select {
+		case followErr = <-done:
+			followEnded = true
+			select {
+			case c := <-early:
+				return endExited, c, nil
+			default:
+			}
+			if x.cmdCtx.Err() != nil {
+				return endStopped, 0, context.Cause(x.cmdCtx)
+			}
+			if followErr == nil {
+				return endClean, 0, nil
+			}
+			return endRejected, 0, nil
+		case c := <-early:
+			return endExited, c, nil
+		case <-activity:
+			silence.Stop()
+			silence = x.r.clock.NewTimer(SilentSocketLimit)
+		case <-silence.C():
+			return endIdle, 0, nil
+		case <-x.cmdCtx.Done():
+			return endStopped, 0, context.Cause(x.cmdCtx)
+		}
+	}
+}
+
+// exitAfterClose reads the exit code after a clean close: once, then after
+// 50, 100 and 200 ms, each read bounded by the observation timeout.
+func (x *run) exitAfterClose() (*int, error) {
+	for i := 0; ; i++ {
+		c, err := x.statusRead(x.cmdCtx, x.eff, errObservationBound)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil || i == len(exitRetryDelays) {
+			return c, nil
+		}
+		if !sleep(x.cmdCtx, x.r.clock, exitRetryDelays[i]) {
+			return nil, context.Cause(x.cmdCtx)
+		}
+	}
+}
+
+// complete finishes a command whose exit code is recorded: one final
+// separated snapshot reconciles what the stream missed. The snapshot runs
+// outside the command deadline (the command is over) but under the
+// observation bound.
+func (x *run) complete(code int) (Result, error) {
+	var tooLarge bool
+	if !x.out.bothCapped() {
+		logs, big, err := x.snapshotRead(x.ctx, x.eff)
+		if err != nil {
+			if errors.Is(err, errObservationBound) {
+				return x.timeout("session_log_observation", &code), nil
+			}
+			res := x.result(nil)
+			res.Metadata["observedExitCode"] = code
+			res.Metadata["commandExitConfirmed"] = true
+			if sessionLost(err) {
+				x.r.sessionGone(x.lease, x.sess)
+			}
+			if errors.Is(err, ErrLeaseNotActive) {
+				return res, err
+			}
+			return res, fmt.Errorf("exec: final log snapshot: %w", err)
+		}
+		tooLarge = big
+		if logs != nil {
+			x.out.feedSnapshot(x.out.nextGen(), logs.Stdout, logs.Stderr)
+		}
+	}
+	x.out.finish()
+	res := x.result(&code)
+	if tooLarge {
+		// Bytes the stream missed could not be reconciled; say so.
+		res.Metadata["finalSnapshotSkipped"] = "too_large"
+	}
+	return res, nil
+}
+
+// poll is the fallback: status, then snapshot, at most once per
+// PollInterval. After a clean close or an idle socket each read has its
+// own observation bound and there is no extra lifetime; after two failed
+// connections one budget of the effective timeout starts now.
+func (x *run) poll(anyClean bool) (Result, error) {
+	x.observed = "polled"
+	pctx := x.cmdCtx
+	bound := x.eff
+	if !anyClean {
+		var cancel context.CancelFunc
+		pctx, cancel = withBound(x.cmdCtx, x.r.clock, x.eff, errFallbackDeadline)
+		defer cancel()
+		bound = 0
+	}
+	for {
+		code, err := x.statusRead(pctx, bound, errObservationBound)
+		if err != nil {
+			return x.readFailed(err)
+		}
+		if !x.out.bothCapped() {
+			logs, _, err := x.snapshotRead(pctx, bound)
+			if err != nil {
+				return x.readFailed(err)
+			}
+			if logs != nil {
+				x.out.feedSnapshot(x.out.nextGen(), logs.Stdout, logs.Stderr)
+			}
+		}
+		if code != nil {
+			x.out.finish()
+			return x.result(code), nil
+		}
+		if !sleep(pctx, x.r.clock, PollInterval) {
+			return x.stopped(context.Cause(pctx))
+		}
+	}
+}
+
+// oneShot is the bypass path (§7.3): POST /process/execute with combined
+// output, reported as stdout. The daemon kills the command at the timeout
+// (408, output lost); the client call is bounded a little later in case the
+// daemon never answers.
+func (x *run) oneShot() (Result, error) {
+	x.observed = "one_shot"
+	sec := 0
+	bound := time.Duration(0)
+	if x.eff > 0 {
+		sec = toTimeoutSeconds(x.eff)
+		bound = time.Duration(sec)*time.Second + 5*time.Second
+	}
+	rctx, cancel := withBound(x.ctx, x.r.clock, bound, errCommandDeadline)
+	defer cancel()
+	resp, _, err := x.t.Client.Toolbox.Execute(rctx, x.t.Sandbox, &daytona.ExecuteRequest{Command: x.script, Timeout: sec})
+	if err != nil {
+		cause := classify(x.ctx, rctx, err)
+		if errors.Is(cause, errCommandDeadline) || (errors.Is(err, daytona.ErrTimeout) && x.ctx.Err() == nil) {
+			res := x.timeout("command", nil)
+			return res, nil
+		}
+		if errors.Is(cause, ErrLeaseNotActive) || isContextErr(cause) {
+			return x.stopped(cause)
+		}
+		return Result{}, fmt.Errorf("exec: one-shot execute: %w", err)
+	}
+	x.out.feed(x.out.nextGen(), 0, 0, []byte(resp.Result))
+	x.out.finish()
+	code := resp.ExitCode
+	return x.result(&code), nil
+}
