@@ -18,10 +18,9 @@ import (
 
 // apiSpec is what the fidelity test needs from one document.
 type apiSpec struct {
-	ops     map[string]*apiOp              // "METHOD /path"
-	schemas map[string]map[string]string   // schema -> property -> referenced schema ("" if none)
-	parents map[string][]string            // schema -> allOf parents
-	_       map[string]map[string]struct{} // reserved
+	ops     map[string]*apiOp            // "METHOD /path"
+	schemas map[string]map[string]string // schema -> property -> referenced schema ("" if none)
+	parents map[string][]string          // schema -> allOf parents
 }
 
 type apiOp struct {
