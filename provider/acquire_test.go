@@ -1,0 +1,222 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/stretchr/testify/require"
+)
+
+func (e *testEnv) acquireErr(cfg map[string]any, extra ...any) error {
+	e.t.Helper()
+	p := with(e.base(cfg), append([]any{"runId", "run-1", "agentId", "agent-1", "executionWorkspaceId", "ws-1"}, extra...)...)
+	_, err := e.call("environmentAcquireLease", p)
+	require.Error(e.t, err)
+	return err
+}
+
+func envelopeOf(t *testing.T, err error) *cleanup.Error {
+	t.Helper()
+	var ce *cleanup.Error
+	require.ErrorAs(t, err, &ce)
+	require.NoError(t, ce.Envelope.Validate(), "the host must be able to read the envelope")
+	data, merr := json.Marshal(ce.RPCData())
+	require.NoError(t, merr)
+	require.NotContains(t, string(data), "test-api-key")
+	return ce
+}
+
+func (e *testEnv) live() []daytonatest.SandboxInfo {
+	var out []daytonatest.SandboxInfo
+	for _, sb := range e.srv.Sandboxes() {
+		if sb.State != daytonatest.StateDestroyed && sb.DesiredState != daytonatest.StateDestroyed {
+			out = append(out, sb)
+		}
+	}
+	return out
+}
+
+func TestUncertainCreateIsFoundByNameAndDeleted(t *testing.T) {
+	e := newTestEnv(t, nil)
+	// Allocated, then the reply is a 500: the worker finds it by its exact
+	// name and labels, deletes it, and reports the original failure.
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Perform: true, Status: 500, Times: 1})
+	err := e.acquireErr(nil)
+	var ce *cleanup.Error
+	require.False(t, errors.As(err, &ce), "cleanup was confirmed: plain error, got %v", err)
+	require.Empty(t, e.live(), "no sandbox leaked")
+	require.Equal(t, 1, e.srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"), "deleted once, by id")
+}
+
+func TestCreateRejectedOutrightNeedsNoCleanup(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Status: 400, Body: `{"statusCode":400,"message":"bad image"}`, Times: 1})
+	err := e.acquireErr(nil)
+	require.ErrorContains(t, err, "bad image")
+	require.Zero(t, e.srv.CountRequests("GET", "/sandbox/{sandboxIdOrName}"))
+}
+
+func TestUncertainCreateNotVisibleIsReportedNotGuessed(t *testing.T) {
+	e := newTestEnv(t, nil)
+	// Not allocated (yet): absence of a never-observed name proves nothing.
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Status: 503, Times: 3})
+	err := e.acquireErr(nil)
+	ce := envelopeOf(t, err)
+	require.Contains(t, ce.Message, "Daytona sandbox creation failed; cleanup could not be confirmed for paperclip-create-")
+	require.Regexp(t, regexp.MustCompile(`^paperclip-create-[0-9a-f-]{36}$`), ce.Envelope.ProviderLeaseID)
+	require.Empty(t, ce.Envelope.ObservedProviderLeaseID)
+	require.Equal(t, "run-1", ce.Envelope.RunID)
+	require.Equal(t, "daytona", ce.Envelope.Labels["paperclip-provider"])
+	require.Equal(t, 1, e.d.idle.report().UncertainCleanups)
+}
+
+func TestCreateHangSpendsBudgetAndReportsEnvelope(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"timeoutMs": 400})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Perform: true, Hang: true, Times: 1})
+	err := e.acquireErr(nil)
+	ce := envelopeOf(t, err)
+	require.Equal(t, "Daytona lease acquisition timed out; allocation cleanup is pending", ce.Message)
+	require.Equal(t, "create", ce.Diagnostic.Phase)
+	require.EqualValues(t, 400, ce.Diagnostic.BudgetMs)
+	require.Empty(t, ce.Envelope.ObservedProviderLeaseID, "uncertain create: nothing observed")
+	// The late result started nothing and deleted nothing.
+	require.Zero(t, e.srv.CountRequests("POST", "/process/execute"))
+	require.Zero(t, e.srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
+
+	// The host later resolves it through destroy with the journaled envelope:
+	// first the observation, then the deletion.
+	env := ce.Envelope
+	p := map[string]any{"driverKey": "daytona", "companyId": "company-1", "environmentId": "env-1", "config": e.cfg,
+		"providerLeaseId": env.ProviderLeaseID, "leaseMetadata": map[string]any{"failedCreateCleanup": env}}
+	_, err = e.call("environmentDestroyLease", p)
+	obs := envelopeOf(t, err)
+	require.Equal(t, "Persist observed sandbox identity before cleanup", obs.Message)
+	require.NotEmpty(t, obs.Envelope.ObservedProviderLeaseID)
+	require.Len(t, e.live(), 1, "observation deletes nothing")
+
+	p["leaseMetadata"] = map[string]any{"failedCreateCleanup": obs.Envelope}
+	raw, err := e.call("environmentDestroyLease", p)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"providerLeaseId":"`+env.ProviderLeaseID+`","state":"destroyed"}`, string(raw))
+	require.Empty(t, e.live())
+	// Absence of the observed id is now conclusive (a lost reply, a retry).
+	raw, err = e.call("environmentDestroyLease", p)
+	require.NoError(t, err)
+	require.Contains(t, string(raw), "destroyed")
+	require.Zero(t, e.d.idle.report().UncertainCleanups)
+}
+
+func TestFailedCreateCleanupIsFenced(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"timeoutMs": 400})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Perform: true, Hang: true, Times: 1})
+	env := envelopeOf(t, e.acquireErr(nil)).Envelope
+	base := func() map[string]any {
+		return map[string]any{"driverKey": "daytona", "companyId": "company-1", "environmentId": "env-1", "config": e.cfg,
+			"providerLeaseId": env.ProviderLeaseID}
+	}
+	// Another company, another account, altered labels: refused, nothing deleted.
+	p := base()
+	p["companyId"] = "company-2"
+	p["leaseMetadata"] = map[string]any{"failedCreateCleanup": env}
+	_, err := e.call("environmentDestroyLease", p)
+	require.ErrorIs(t, err, cleanup.ErrScope)
+
+	p = base()
+	p["config"] = with(e.cfg, "apiKey", "another-key-of-another-account")
+	p["leaseMetadata"] = map[string]any{"failedCreateCleanup": env}
+	_, err = e.call("environmentDestroyLease", p)
+	require.Error(t, err)
+
+	forged := env.Clone()
+	forged.Labels["paperclip-run-id"] = "run-2"
+	forged.RunID = "run-2"
+	p = base()
+	p["leaseMetadata"] = map[string]any{"failedCreateCleanup": forged}
+	_, err = e.call("environmentDestroyLease", p)
+	require.ErrorIs(t, err, cleanup.ErrOwnership)
+	require.Len(t, e.live(), 1)
+}
+
+func TestSetupFailureDeletesInlineAndKeepsTheError(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.srv.Inject(daytonatest.Fault{Route: "/process/execute", Status: 500, Body: `{"message":"toolbox broke"}`, Times: 1})
+	err := e.acquireErr(nil)
+	var ce *cleanup.Error
+	require.False(t, errors.As(err, &ce))
+	require.ErrorContains(t, err, "toolbox broke")
+	require.Empty(t, e.live())
+	require.Equal(t, 1, e.srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
+}
+
+func TestSetupAndInlineDeleteBothFailingKeepOwnership(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.srv.Inject(daytonatest.Fault{Route: "/process/execute", Status: 500, Times: 1})
+	e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Status: 500})
+	ce := envelopeOf(t, e.acquireErr(nil))
+	require.Equal(t, "Daytona lease setup failed; allocation cleanup is pending", ce.Message)
+	require.NotEmpty(t, ce.Envelope.ObservedProviderLeaseID)
+	require.Len(t, e.live(), 1)
+}
+
+func TestSetupHangAfterCreateJournalsObservedID(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"timeoutMs": 500})
+	e.srv.Inject(daytonatest.Fault{Route: "/process/execute", Hang: true})
+	ce := envelopeOf(t, e.acquireErr(nil))
+	require.Equal(t, "workspace", ce.Diagnostic.Phase)
+	require.NotEmpty(t, ce.Envelope.ObservedProviderLeaseID)
+	require.Zero(t, e.srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"), "a spent budget deletes nothing")
+}
+
+func TestRetriedCreationOperationNeverMakesASecondSandbox(t *testing.T) {
+	e := newTestEnv(t, nil)
+	op := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
+	l := e.acquire(nil, "creationOperationId", op)
+	require.Equal(t, "paperclip-create-"+op, l.Metadata["sandboxName"])
+	info, _ := e.srv.Sandbox(*l.ProviderLeaseID)
+	require.Equal(t, op, info.Labels["paperclip-create-attempt"])
+	err := e.acquireErr(nil, "creationOperationId", op)
+	ce := envelopeOf(t, err)
+	require.Equal(t, *l.ProviderLeaseID, ce.Envelope.ObservedProviderLeaseID)
+	require.Len(t, e.live(), 1)
+	require.ErrorContains(t, e.acquireErr(nil, "creationOperationId", "NOT-A-UUID"), "creationOperationId")
+}
+
+func TestConcurrentAttemptsUseDistinctIdentities(t *testing.T) {
+	e := newTestEnv(t, nil)
+	a, b := e.acquire(nil), e.acquire(nil)
+	require.NotEqual(t, a.Metadata["sandboxName"], b.Metadata["sandboxName"])
+}
+
+func TestResourcesAndSnapshotRules(t *testing.T) {
+	e := newTestEnv(t, nil)
+	err := e.acquireErr(map[string]any{"cpu": 2})
+	require.ErrorContains(t, err, "default sandbox creation cannot override CPU")
+	require.Zero(t, e.srv.CountRequests("POST", "/sandbox"), "rejected before any provider call")
+
+	l := e.acquire(map[string]any{"image": "node:20", "cpu": 2, "memory": 4})
+	require.EqualValues(t, 2, l.Metadata["cpu"])
+	require.EqualValues(t, 4, l.Metadata["memory"])
+	require.NotContains(t, l.Metadata, "disk")
+	info, _ := e.srv.Sandbox(*l.ProviderLeaseID)
+	require.Equal(t, 2, info.CPU)
+
+	s := e.acquire(map[string]any{"snapshot": "base", "cpu": 2})
+	info, _ = e.srv.Sandbox(*s.ProviderLeaseID)
+	require.Equal(t, "base", info.Snapshot)
+}
+
+func TestMissingAPIKeyFailsBeforeAnyCall(t *testing.T) {
+	e := newTestEnv(t, nil)
+	cfg := with(e.cfg)
+	delete(cfg, "apiKey")
+	p := map[string]any{"driverKey": "daytona", "companyId": "c", "environmentId": "e", "config": cfg, "runId": "r"}
+	_, err := callOn(t, e.reg, "environmentAcquireLease", p)
+	require.ErrorContains(t, err, "Daytona sandbox environments require an API key in config or DAYTONA_API_KEY.")
+	require.Empty(t, e.srv.Requests())
+	require.False(t, strings.Contains(err.Error(), e.srv.APIKey()))
+}
