@@ -17,32 +17,27 @@ const followChunk = 1024
 // first marker are dropped.
 func demux(raw []byte) (stdout, stderr []byte) {
 	stdout, stderr = []byte{}, []byte{}
-	cur := 0
-	for len(raw) > 0 {
-		i1 := bytes.Index(raw, markerStdout)
-		i2 := bytes.Index(raw, markerStderr)
-		i, next := -1, 0
-		switch {
-		case i1 >= 0 && (i2 < 0 || i1 < i2):
-			i, next = i1, 1
-		case i2 >= 0:
-			i, next = i2, 2
+	cur := byte(0)
+	for i := 0; i < len(raw); {
+		b := raw[i]
+		if (b == 1 || b == 2) && i+2 < len(raw) && raw[i+1] == b && raw[i+2] == b {
+			cur = b
+			i += 3
+			continue
 		}
+		// Up to the next byte that could start a marker (at least one byte).
+		j := bytes.IndexAny(raw[i+1:], "\x01\x02")
 		end := len(raw)
-		if i >= 0 {
-			end = i
+		if j >= 0 {
+			end = i + 1 + j
 		}
 		switch cur {
 		case 1:
-			stdout = append(stdout, raw[:end]...)
+			stdout = append(stdout, raw[i:end]...)
 		case 2:
-			stderr = append(stderr, raw[:end]...)
+			stderr = append(stderr, raw[i:end]...)
 		}
-		if i < 0 {
-			break
-		}
-		cur = next
-		raw = raw[i+3:]
+		i = end
 	}
 	return stdout, stderr
 }

@@ -86,6 +86,10 @@ func TestSessionKeepsShellState(t *testing.T) {
 	assert.Contains(t, *r.Output, "\x01\x01\x01bar ")
 	assert.Contains(t, *r.Output, "\x02\x02\x02oops\n")
 
+	// A line longer than the labeler's buffer arrives intact.
+	r = c.exec(sb.ID, "s1", `head -c 200000 /dev/zero | tr '\0' 'a'; echo; echo next`, false)
+	assert.Equal(t, strings.Repeat("a", 200000)+"\nnext\n", *r.Stdout)
+
 	// Unterminated final line gets a newline, like the daemon's labeler.
 	r = c.exec(sb.ID, "s1", `printf 'no-newline'`, false)
 	assert.Equal(t, "no-newline\n", *r.Stdout)
