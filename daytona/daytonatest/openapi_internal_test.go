@@ -1,0 +1,140 @@
+package daytonatest
+
+import (
+	"bufio"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The emulator must serve only what Daytona serves: every route it
+// implements exists in the OpenAPI documents with the same method, and the
+// fields of its DTOs exist in the matching schemas. (The documents are the
+// read-only contract files of the project, outside the module.)
+
+const specDir = "../../../shared/daytona-api/"
+
+var (
+	rePath   = regexp.MustCompile(`^  (/\S*):\s*$`)
+	reMethod = regexp.MustCompile(`^    (get|post|put|delete|patch):\s*$`)
+	reSchema = regexp.MustCompile(`^    ([A-Za-z0-9_.]+):\s*$`)
+	reProp   = regexp.MustCompile(`^        ([A-Za-z0-9_]+):`)
+)
+
+type spec struct {
+	ops     map[string]bool            // "METHOD /path"
+	schemas map[string]map[string]bool // schema -> properties
+}
+
+func readSpec(t *testing.T, name string) spec {
+	t.Helper()
+	f, err := os.Open(specDir + name)
+	require.NoError(t, err)
+	defer f.Close()
+	sp := spec{ops: map[string]bool{}, schemas: map[string]map[string]bool{}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	section, path, schema, inProps := "", "", "", false
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "paths:":
+			section = "paths"
+			continue
+		case line == "components:":
+			section = "components"
+			continue
+		}
+		if section == "paths" {
+			if m := rePath.FindStringSubmatch(line); m != nil {
+				path = m[1]
+			} else if m := reMethod.FindStringSubmatch(line); m != nil && path != "" {
+				sp.ops[strings.ToUpper(m[1])+" "+path] = true
+			}
+			continue
+		}
+		if section != "components" {
+			continue
+		}
+		if m := reSchema.FindStringSubmatch(line); m != nil {
+			schema, inProps = m[1], false
+			sp.schemas[schema] = map[string]bool{}
+			continue
+		}
+		if line == "      properties:" {
+			inProps = true
+			continue
+		}
+		if strings.HasPrefix(line, "      ") && !strings.HasPrefix(line, "       ") {
+			inProps = false
+		}
+		if inProps && schema != "" {
+			if m := reProp.FindStringSubmatch(line); m != nil {
+				sp.schemas[schema][m[1]] = true
+			}
+		}
+	}
+	require.NoError(t, sc.Err())
+	return sp
+}
+
+func TestRoutesExistInOpenAPI(t *testing.T) {
+	api := readSpec(t, "api.openapi.yaml")
+	tb := readSpec(t, "toolbox.openapi.yaml")
+	require.NotEmpty(t, api.ops)
+	require.NotEmpty(t, tb.ops)
+	// The reader sees what it should (and nothing else).
+	require.True(t, api.ops["DELETE /sandbox/{sandboxIdOrName}"])
+	require.True(t, tb.ops["GET /process/pty/{sessionId}/connect"])
+	require.False(t, api.ops["GET /sandbox/{sandboxIdOrName}/start"])
+	for _, rt := range apiRoutes {
+		assert.True(t, api.ops[rt.method+" "+rt.tmpl], "main API has no %s %s", rt.method, rt.tmpl)
+	}
+	for _, rt := range toolboxRoutes {
+		assert.True(t, tb.ops[rt.method+" "+rt.tmpl], "toolbox API has no %s %s", rt.method, rt.tmpl)
+	}
+}
+
+func jsonFields(v any) []string {
+	var out []string
+	rt := reflect.TypeOf(v)
+	for i := 0; i < rt.NumField(); i++ {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func TestDTOFieldsExistInSchemas(t *testing.T) {
+	api := readSpec(t, "api.openapi.yaml")
+	tb := readSpec(t, "toolbox.openapi.yaml")
+	full := api.schemas["Sandbox"]
+	item := api.schemas["SandboxListItem"]
+	require.NotEmpty(t, full)
+	require.NotEmpty(t, item)
+	require.False(t, item["env"])
+	listOnly := map[string]bool{"env": true, "networkBlockAll": true, "networkAllowList": true, "domainAllowList": true,
+		"volumes": true, "buildInfo": true}
+	for _, f := range jsonFields(sandboxDTO{}) {
+		assert.True(t, full[f], "Sandbox has no field %q", f)
+		if !listOnly[f] {
+			assert.True(t, item[f], "SandboxListItem has no field %q", f)
+		}
+	}
+	for _, f := range jsonFields(createReq{}) {
+		assert.True(t, api.schemas["CreateSandbox"][f], "CreateSandbox has no field %q", f)
+	}
+	for _, f := range jsonFields(fileInfo{}) {
+		assert.True(t, tb.schemas["FileInfo"][f], "FileInfo has no field %q", f)
+	}
+	for _, f := range jsonFields(buildInfo{}) {
+		assert.True(t, api.schemas["BuildInfo"][f], "BuildInfo has no field %q", f)
+	}
+}
