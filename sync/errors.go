@@ -1,0 +1,153 @@
+package sync
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error SyncIn and SyncOut return for a failure of
+// their own matches one of these with errors.Is; errors.As gives the typed
+// details (*SandboxCommandError, *ArchiveError, *PathError, *StreamError,
+// *PostUploadError).
+var (
+	// ErrSandboxNotFound is the stable, unrecoverable code of a sandbox
+	// that was deleted under a sync (plugin-behavior.md §9). Its message is
+	// exactly "daytona_sandbox_not_found": no provider detail escapes.
+	ErrSandboxNotFound = errors.New("daytona_sandbox_not_found")
+	// ErrInvalidMinimumTimeout is an out-of-range minimumTimeoutMs (§13.3);
+	// the RPC layer answers it with -32602.
+	ErrInvalidMinimumTimeout = errors.New("minimumTimeoutMs must be a positive whole number no greater than 1800000.")
+	// ErrNotConfined matches a sandbox path outside the lease's remote dir,
+	// lexically or after the sandbox resolved it.
+	ErrNotConfined = errors.New("sync: path not confined to the workspace remote dir")
+	// ErrUnsafeArchive matches a sandbox-authored archive that was refused.
+	ErrUnsafeArchive = errors.New("sync: unsafe archive")
+	// ErrDiskFull matches a sandbox-side write that ran out of disk space,
+	// quota or file size (the trigger of the terminal fallbacks, §13.6/§13.7).
+	ErrDiskFull = errors.New("sync: sandbox disk full")
+	// ErrStream matches a terminal-stream protocol violation or failure.
+	ErrStream = errors.New("sync: terminal stream failed")
+	// ErrHostSpace matches a host write refused because it would leave less
+	// than the free-space reserve (§13.6).
+	ErrHostSpace = errors.New("sync: host free-space reserve reached")
+	// ErrTransfer matches a failed upload or download.
+	ErrTransfer = errors.New("sync: transfer failed")
+	// ErrPostUpload matches a post-upload command that failed (§9.5).
+	ErrPostUpload = errors.New("sync: post-upload command failed")
+	// ErrInvalidOperation matches a malformed operation or mapping.
+	ErrInvalidOperation = errors.New("sync: invalid operation")
+)
+
+// maxDetail bounds the sandbox output quoted in an error.
+const maxDetail = 512
+
+func detail(s string) string {
+	if len(s) > maxDetail {
+		s = s[:maxDetail] + "…"
+	}
+	return s
+}
+
+// SandboxCommandError is a sandbox-side script (guard, promote, pack,
+// extract) that exited non-zero. Exit codes follow plugin-behavior.md §9:
+// 40 no canonicaliser, 41 root unresolvable, 42 escape, 43 copy/rename/
+// extract failed, 44 source is a symlink, 45 not a regular file/directory.
+type SandboxCommandError struct {
+	What   string // e.g. "Daytona outbound symlink-escape guard command"
+	Exit   int
+	Detail string // bounded sandbox output
+}
+
+func (e *SandboxCommandError) Error() string {
+	msg := fmt.Sprintf("%s failed (exit %d)", e.What, e.Exit)
+	if e.Detail != "" {
+		msg += ": " + detail(e.Detail)
+	}
+	return msg
+}
+
+// Is matches ErrNotConfined for the escape exits and ErrDiskFull when the
+// output carries a disk-full signature.
+func (e *SandboxCommandError) Is(target error) bool {
+	switch target {
+	case ErrNotConfined:
+		return e.Exit == 41 || e.Exit == 42
+	case ErrDiskFull:
+		return isDiskFull(e.Detail)
+	}
+	return false
+}
+
+// PathError is a mapping path that failed the lexical confinement check.
+type PathError struct {
+	Msg  string
+	Path string
+}
+
+func (e *PathError) Error() string { return e.Msg + ": " + e.Path }
+
+// Unwrap makes errors.Is(err, ErrNotConfined) true.
+func (e *PathError) Unwrap() error { return ErrNotConfined }
+
+// ArchiveError is a refused entry of a sandbox-authored archive. Reason
+// is one of the §9.4 texts ("tarball member that escapes the extraction dir",
+// ...); Name is the member (bounded, quoted).
+type ArchiveError struct {
+	Reason string
+	Name   string
+}
+
+func (e *ArchiveError) Error() string {
+	return fmt.Sprintf("Daytona syncOut refusing %s: %q", e.Reason, detail(e.Name))
+}
+
+// Unwrap makes errors.Is(err, ErrUnsafeArchive) true.
+func (e *ArchiveError) Unwrap() error { return ErrUnsafeArchive }
+
+// StreamError is a failure of the terminal-streamed export (§13.6/§13.7).
+type StreamError struct {
+	Msg string
+	Err error // optional cause
+}
+
+func (e *StreamError) Error() string {
+	if e.Err != nil {
+		return "Daytona syncOut terminal stream: " + e.Msg + ": " + e.Err.Error()
+	}
+	return "Daytona syncOut terminal stream: " + e.Msg
+}
+
+// Is matches ErrStream.
+func (e *StreamError) Is(target error) bool { return target == ErrStream }
+
+// Unwrap returns the cause.
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// PostUploadError is a post-upload command with a non-zero exit (§9.5).
+type PostUploadError struct {
+	Exit   int
+	Detail string
+}
+
+func (e *PostUploadError) Error() string {
+	msg := fmt.Sprintf("Daytona post-upload command failed (exit %d)", e.Exit)
+	if e.Detail != "" {
+		msg += ": " + detail(e.Detail)
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrPostUpload) true.
+func (e *PostUploadError) Unwrap() error { return ErrPostUpload }
+
+// transferError wraps a client error of an upload/download with a stable
+// prefix; the daytona client already keeps secrets out of its errors.
+type transferError struct {
+	msg string
+	err error
+}
+
+func (e *transferError) Error() string { return e.msg + ": " + e.err.Error() }
+func (e *transferError) Unwrap() []error {
+	return []error{ErrTransfer, e.err}
+}

@@ -1,0 +1,199 @@
+package sync
+
+import (
+	"archive/tar"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// packer writes a host directory as a tar stream (what `tar -c [-h]
+// --exclude ._* --exclude … -C src ./<names>` would produce, §9.2), never
+// holding more than one 64 KiB buffer of file data.
+type packer struct {
+	ctx      context.Context
+	tw       *tar.Writer
+	excludes []string
+	follow   bool
+	files    int64
+	buf      []byte
+	stack    []fileID // directories on the current path (symlink loops)
+}
+
+type fileID struct{ dev, ino uint64 }
+
+// alwaysExcluded are never packed: AppleDouble files (the original packs
+// with COPYFILE_DISABLE=1 and --exclude ._*).
+var alwaysExcluded = []string{"._*"}
+
+// excluded applies tar-like exclude globs: a pattern without "/" matches
+// any name component's base name; one with "/" matches the path relative
+// to the source (a leading "./" ignored). A bad pattern matches nothing.
+func excluded(rel string, patterns []string) bool {
+	base := path.Base(rel)
+	for _, p := range patterns {
+		p = strings.TrimPrefix(p, "./")
+		p = strings.TrimSuffix(p, "/")
+		if p == "" {
+			continue
+		}
+		if strings.Contains(p, "/") {
+			if ok, _ := path.Match(p, rel); ok {
+				return true
+			}
+			continue
+		}
+		if ok, _ := path.Match(p, base); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// pack streams src into w and returns the number of non-directory entries.
+func pack(ctx context.Context, w io.Writer, src string, excludes []string, follow bool) (int64, error) {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return 0, err
+	}
+	if !fi.IsDir() {
+		return 0, fmt.Errorf("%w: directory mapping source %s is not a directory", ErrInvalidOperation, src)
+	}
+	p := &packer{ctx: ctx, tw: tar.NewWriter(w), excludes: append(append([]string{}, alwaysExcluded...), excludes...), follow: follow, buf: make([]byte, 64<<10)}
+	p.stack = append(p.stack, idOf(fi))
+	if err := p.dir(src, ""); err != nil {
+		return p.files, err
+	}
+	return p.files, p.tw.Close()
+}
+
+func idOf(fi fs.FileInfo) fileID {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return fileID{uint64(st.Dev), uint64(st.Ino)}
+	}
+	return fileID{}
+}
+
+func (p *packer) dir(abs, rel string) error {
+	ents, err := os.ReadDir(abs)
+	if err != nil {
+		return err
+	}
+	sort.Slice(ents, func(i, j int) bool { return ents[i].Name() < ents[j].Name() })
+	for _, e := range ents {
+		if err := p.ctx.Err(); err != nil {
+			return err
+		}
+		name := path.Join(rel, e.Name())
+		if excluded(name, p.excludes) {
+			continue
+		}
+		if err := p.entry(filepath.Join(abs, e.Name()), name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *packer) header(fi fs.FileInfo, name string) *tar.Header {
+	return &tar.Header{
+		Name:    name,
+		Mode:    int64(fi.Mode().Perm()),
+		ModTime: fi.ModTime().Truncate(time.Second),
+	}
+}
+
+func (p *packer) entry(abs, name string) error {
+	fi, err := os.Lstat(abs)
+	if err != nil {
+		return err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if p.follow {
+			if tfi, err := os.Stat(abs); err == nil {
+				fi = tfi // dereference (tar -h); a dangling link stays a link
+			}
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(abs)
+			if err != nil {
+				return err
+			}
+			h := p.header(fi, name)
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, target, 0o777
+			p.files++
+			return p.tw.WriteHeader(h)
+		}
+	}
+	switch {
+	case fi.IsDir():
+		id := idOf(fi)
+		for _, s := range p.stack {
+			if s == id {
+				return fmt.Errorf("%w: symlink loop at %s", ErrInvalidOperation, name)
+			}
+		}
+		h := p.header(fi, name+"/")
+		h.Typeflag = tar.TypeDir
+		if err := p.tw.WriteHeader(h); err != nil {
+			return err
+		}
+		p.stack = append(p.stack, id)
+		err := p.dir(abs, name)
+		p.stack = p.stack[:len(p.stack)-1]
+		return err
+	case fi.Mode().IsRegular():
+		f, err := os.Open(abs)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := p.header(fi, name)
+		h.Typeflag, h.Size = tar.TypeReg, fi.Size()
+		if err := p.tw.WriteHeader(h); err != nil {
+			return err
+		}
+		// Exactly Size bytes: a file that grew is cut at its stat size,
+		// one that shrank fails the sync rather than packing a lie.
+		if _, err := io.CopyBuffer(p.tw, io.LimitReader(f, fi.Size()), p.buf); err != nil {
+			return err
+		}
+		p.files++
+		return nil
+	default:
+		// Sockets, devices and FIFOs have no content to sync.
+		return nil
+	}
+}
+
+// countingWriter counts bytes on their way to w.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.w.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// countingReader counts bytes read from r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n += int64(n)
+	return n, err
+}

@@ -1,0 +1,139 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+)
+
+// scratchPrefix names every reserved sandbox scratch file (§9): always a
+// direct child of the root, so no swappable intermediate directory exists.
+const scratchPrefix = ".paperclip-upload-"
+
+// scratchName returns a fresh reserved name under root.
+func scratchName(root, suffix string) string {
+	return path.Join(root, scratchPrefix+uuid.NewString()+suffix)
+}
+
+// cleanRoot validates the lease's remote dir.
+func cleanRoot(root string) (string, error) {
+	if root == "" || !path.IsAbs(root) || strings.ContainsRune(root, 0) {
+		return "", &PathError{Msg: "Daytona file sync requires a workspace remote dir on the lease metadata", Path: root}
+	}
+	return path.Clean(root), nil
+}
+
+// confine checks a sandbox path lexically (§9.3 step 1): absolute, no ".."
+// component, equal to or under root. It returns the cleaned path.
+func confine(root, p string) (string, error) {
+	if p == "" || !path.IsAbs(p) || strings.ContainsRune(p, 0) {
+		return "", &PathError{Msg: "Daytona sync source path is not a confined absolute path", Path: p}
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == ".." {
+			return "", &PathError{Msg: "Daytona sync source path is not a confined absolute path", Path: p}
+		}
+	}
+	c := path.Clean(p)
+	if c != root && !strings.HasPrefix(c, strings.TrimSuffix(root, "/")+"/") {
+		return "", &PathError{Msg: "Daytona sync source path escapes the workspace remote dir", Path: p}
+	}
+	return c, nil
+}
+
+// q quotes s for a POSIX shell.
+func q(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// canonPrelude defines canon() (realpath, else readlink -f, else exit 40)
+// and resolves the root into $root (exit 41). Every guard script starts
+// with it so sandbox-side checks compare canonical paths.
+func canonPrelude(root string) string {
+	return `if command -v realpath >/dev/null 2>&1; then canon() { realpath -e -- "$1"; }
+elif command -v readlink >/dev/null 2>&1; then canon() { readlink -f -- "$1"; }
+else echo "no path canonicalizer" >&2; exit 40; fi
+root=$(canon ` + q(root) + `) || exit 41
+[ -n "$root" ] || exit 41
+inroot() { case "$1" in "$root"|"$root"/*) return 0;; *) return 1;; esac; }
+`
+}
+
+// diskFullSignatures are the texts of ENOSPC, EDQUOT and EFBIG (§13.6).
+var diskFullSignatures = []string{"no space left on device", "disk quota exceeded", "file too large"}
+
+func isDiskFull(out string) bool {
+	l := strings.ToLower(out)
+	for _, s := range diskFullSignatures {
+		if strings.Contains(l, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// execResult is a one-shot script's outcome.
+type execResult struct {
+	exit int
+	out  string
+}
+
+// run executes a POSIX sh script through the toolbox's one-shot execute
+// (sh -c, so the daemon's choice of zsh/bash/sh does not matter).
+func (t Target) run(ctx context.Context, script string, timeoutSec int) (execResult, error) {
+	res, _, err := t.Client.Toolbox.Execute(ctx, t.Sandbox, &daytona.ExecuteRequest{
+		Command: "sh -c " + q(script),
+		Timeout: timeoutSec,
+	})
+	if err != nil {
+		return execResult{}, err
+	}
+	return execResult{exit: res.ExitCode, out: strings.TrimSpace(res.Result)}, nil
+}
+
+// removeScratch deletes scratch names best-effort, under its own bounded
+// context so a cancelled or timed-out sync still cleans up (§9: scratch
+// cleanup on every path).
+func (t Target) removeScratch(ctx context.Context, names ...string) error {
+	if len(names) == 0 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+	defer cancel()
+	var b strings.Builder
+	b.WriteString("rm -f --")
+	for _, n := range names {
+		b.WriteString(" " + q(n))
+	}
+	res, _, err := t.Client.Toolbox.Execute(cctx, t.Sandbox, &daytona.ExecuteRequest{Command: b.String(), Timeout: seconds(cleanupBudget)})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("sync: scratch cleanup exit %d", res.ExitCode)
+	}
+	return nil
+}
+
+// classifyOut maps an outbound failure caused by a deleted sandbox to the
+// stable ErrSandboxNotFound (no provider detail). A toolbox 404 can also be
+// a missing file, so the control plane decides.
+func (t Target) classifyOut(ctx context.Context, err error) error {
+	if err == nil || errors.Is(err, ErrSandboxNotFound) {
+		return err
+	}
+	if !errors.Is(err, daytona.ErrNotFound) && !errors.Is(err, daytona.ErrContainerMissing) {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+	defer cancel()
+	sb, _, gerr := t.Client.Sandboxes.Get(cctx, t.Sandbox.ID)
+	if errors.Is(gerr, daytona.ErrNotFound) || (gerr == nil && (sb.State == daytona.StateDestroyed || sb.Destroying() || sb.ContainerMissing())) {
+		return ErrSandboxNotFound
+	}
+	return err
+}

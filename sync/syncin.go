@@ -1,0 +1,283 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+)
+
+// cleanupBudget bounds best-effort sandbox scratch cleanup.
+const cleanupBudget = 30e9 // 30 s
+
+// SyncIn applies operations host → sandbox (plugin-behavior.md §9.1, §9.2,
+// §9.5): in order, each with its file mappings as one upload batch, then each
+// directory mapping (packed on the fly into the upload body and extracted in
+// the sandbox), then its post-upload commands, verbatim and fail-fast. It
+// returns the results of the operations that completed, and the first error.
+func SyncIn(ctx context.Context, t Target, ops []Operation, o Options) ([]OperationResult, error) {
+	root, err := cleanRoot(t.Root)
+	if err != nil {
+		return nil, err
+	}
+	t.Root = root
+	if err := validateOps(ops, t, true); err != nil {
+		return nil, err
+	}
+	results := make([]OperationResult, 0, len(ops))
+	for _, op := range ops {
+		res := OperationResult{ID: op.ID}
+		var files []Mapping
+		for _, m := range op.Files {
+			if m.Kind == KindFile {
+				files = append(files, m)
+			}
+		}
+		if len(files) > 0 {
+			n, b, err := t.uploadFiles(ctx, files, o)
+			if err != nil {
+				return results, err
+			}
+			res.FilesTransferred += n
+			res.BytesTransferred += b
+		}
+		for _, m := range op.Files {
+			if m.Kind != KindDirectory {
+				continue
+			}
+			n, b, err := t.uploadDir(ctx, m, o)
+			if err != nil {
+				return results, err
+			}
+			res.FilesTransferred += n
+			res.BytesTransferred += b
+		}
+		if err := t.postUpload(ctx, op.PostUploadCommands, o); err != nil {
+			return results, err
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// validateOps checks every mapping before anything moves, so a bad mapping
+// late in the list cannot leave earlier operations half-applied.
+func validateOps(ops []Operation, t Target, inbound bool) error {
+	for _, op := range ops {
+		for _, m := range op.Files {
+			if err := m.validate(); err != nil {
+				return err
+			}
+			sandboxPath := m.TargetPath
+			if !inbound {
+				sandboxPath = m.SourcePath
+			}
+			if _, err := confine(t.Root, sandboxPath); err != nil {
+				return err
+			}
+		}
+		for _, c := range op.PostUploadCommands {
+			if strings.TrimSpace(c.Command) == "" {
+				return fmt.Errorf("%w: empty post-upload command", ErrInvalidOperation)
+			}
+			if c.Cwd != "" {
+				if _, err := confine(t.Root, c.Cwd); err != nil {
+					return err
+				}
+			}
+		}
+		if len(op.PostUploadCommands) > 0 && t.RunCommand == nil {
+			return fmt.Errorf("%w: post-upload commands need Target.RunCommand", ErrInvalidOperation)
+		}
+	}
+	return nil
+}
+
+// lazyFile opens its path on first Read and closes at EOF, so a batch of
+// 10,000 mappings never holds 10,000 descriptors.
+type lazyFile struct {
+	path string
+	f    *os.File
+	done bool
+}
+
+func (l *lazyFile) Read(b []byte) (int, error) {
+	if l.done {
+		return 0, io.EOF
+	}
+	if l.f == nil {
+		f, err := os.Open(l.path)
+		if err != nil {
+			return 0, err
+		}
+		l.f = f
+	}
+	n, err := l.f.Read(b)
+	if err == io.EOF {
+		l.close()
+	}
+	return n, err
+}
+
+func (l *lazyFile) close() {
+	if l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+	l.done = true
+}
+
+// uploadFiles is §9.1 without zstd (the Go standard library has no zstd
+// encoder, i.e. "the host runtime does not support zstd": the raw path):
+// one bulk upload to reserved scratch names, modes set on the scratch files,
+// then one promote script that creates parents, re-checks confinement with
+// canonical paths and renames each scratch file onto its target.
+func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files, bytes int64, err error) {
+	uploads := make([]daytona.UploadFile, len(ms))
+	scratch := make([]string, len(ms))
+	lazies := make([]*lazyFile, len(ms))
+	for i, m := range ms {
+		fi, err := os.Stat(m.SourcePath)
+		if err != nil {
+			return 0, 0, fmt.Errorf("Daytona syncIn cannot read source: %w", err)
+		}
+		if !fi.Mode().IsRegular() {
+			return 0, 0, fmt.Errorf("%w: file mapping source %s is not a regular file", ErrInvalidOperation, m.SourcePath)
+		}
+		bytes += fi.Size()
+		scratch[i] = scratchName(t.Root, "")
+		lazies[i] = &lazyFile{path: m.SourcePath}
+		uploads[i] = daytona.UploadFile{Path: scratch[i], Content: lazies[i]}
+	}
+	defer func() {
+		for _, l := range lazies {
+			l.close()
+		}
+		if err != nil {
+			// §9.1 step 7: sweep every reserved name on any failure.
+			_ = t.removeScratch(ctx, scratch...)
+		}
+	}()
+	tctx, cancel := withTimeout(ctx, o.transferTimeout())
+	defer cancel()
+	res, _, err := t.Client.Files.Upload(tctx, t.Sandbox, uploads)
+	if err != nil {
+		return 0, 0, &transferError{msg: "Daytona syncIn upload failed", err: err}
+	}
+	if len(res.Errors) > 0 {
+		return 0, 0, &transferError{msg: "Daytona syncIn upload failed", err: fmt.Errorf("%s", detail(strings.Join(res.Errors, "; ")))}
+	}
+	for i, m := range ms {
+		if m.Mode == nil {
+			continue
+		}
+		if _, err := t.Client.Files.SetPermissions(tctx, t.Sandbox, scratch[i], daytona.Permissions{Mode: fmt.Sprintf("%o", *m.Mode&0o7777)}); err != nil {
+			return 0, 0, &transferError{msg: "Daytona syncIn setFilePermissions failed", err: err}
+		}
+	}
+	var b strings.Builder
+	b.WriteString("set -u\n")
+	b.WriteString(canonPrelude(t.Root))
+	for i, m := range ms {
+		target, _ := confine(t.Root, m.TargetPath)
+		parent := path.Dir(target)
+		fmt.Fprintf(&b, "mkdir -p -- %s || exit 43\np=$(canon %s) || exit 42\ninroot \"$p\" || exit 42\n", q(parent), q(parent))
+		fmt.Fprintf(&b, "mv -f -- %s \"$p\"/%s || exit 43\n", q(scratch[i]), q(path.Base(target)))
+	}
+	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
+	if err != nil {
+		return 0, 0, err
+	}
+	if r.exit != 0 {
+		return 0, 0, &SandboxCommandError{What: "Daytona syncIn rename command", Exit: r.exit, Detail: r.out}
+	}
+	return int64(len(ms)), bytes, nil
+}
+
+// uploadDir is §9.2: the host directory is packed into the upload body as
+// it streams (io.Pipe, no host archive), uploaded to a reserved scratch
+// tar, extracted by the sandbox's tar into the confined target, and the
+// scratch removed on every path.
+func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, err error) {
+	target, _ := confine(t.Root, m.TargetPath)
+	scratch := scratchName(t.Root, ".tar")
+	defer func() {
+		if err != nil {
+			_ = t.removeScratch(ctx, scratch)
+		}
+	}()
+	tctx, cancel := withTimeout(ctx, o.transferTimeout())
+	defer cancel()
+
+	pr, pw := io.Pipe()
+	cw := &countingWriter{w: pw}
+	type packResult struct {
+		files int64
+		err   error
+	}
+	packed := make(chan packResult, 1)
+	go func() {
+		n, err := pack(tctx, cw, m.SourcePath, m.Exclude, m.FollowSymlinks)
+		pw.CloseWithError(err)
+		packed <- packResult{n, err}
+	}()
+	_, _, uerr := t.Client.Files.Upload(tctx, t.Sandbox, []daytona.UploadFile{{Path: scratch, Content: pr}})
+	// Stop the packer if the upload ended early, then wait for it: no
+	// goroutine outlives the call.
+	pr.CloseWithError(io.ErrClosedPipe)
+	pk := <-packed
+	if pk.err != nil && !errors.Is(pk.err, io.ErrClosedPipe) {
+		return 0, 0, fmt.Errorf("Daytona syncIn pack failed for %s: %w", m.SourcePath, pk.err)
+	}
+	if uerr != nil {
+		return 0, 0, &transferError{msg: "Daytona syncIn directory upload failed", err: uerr}
+	}
+	var b strings.Builder
+	b.WriteString("set -u\n")
+	b.WriteString(canonPrelude(t.Root))
+	fmt.Fprintf(&b, "mkdir -p -- %s || exit 43\nt=$(canon %s) || exit 42\ninroot \"$t\" || exit 42\n", q(target), q(target))
+	fmt.Fprintf(&b, "tar -xf %s --delay-directory-restore --no-same-owner -C \"$t\"; rc=$?\nrm -f -- %s\n[ \"$rc\" -eq 0 ] || exit 43\n", q(scratch), q(scratch))
+	if m.Mode != nil {
+		fmt.Fprintf(&b, "chmod %o \"$t\" || exit 50\n", *m.Mode&0o7777)
+	}
+	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
+	if err != nil {
+		return 0, 0, err
+	}
+	if r.exit != 0 {
+		return 0, 0, &SandboxCommandError{What: "Daytona syncIn extract command", Exit: r.exit, Detail: r.out}
+	}
+	return pk.files, cw.n, nil
+}
+
+// postUpload runs an operation's commands verbatim, in order, fail-fast
+// (§9.5), with the configured command limit (minimumTimeoutMs does not
+// apply, §13.3.4).
+func (t Target) postUpload(ctx context.Context, cmds []Command, o Options) error {
+	for _, c := range cmds {
+		cwd := t.Root
+		if c.Cwd != "" {
+			cwd, _ = confine(t.Root, c.Cwd)
+		}
+		timeout := o.commandTimeout(c)
+		cctx, cancel := withTimeout(ctx, timeout)
+		code, stdout, stderr, err := t.RunCommand(cctx, c.Command, cwd, timeout)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("Daytona post-upload command failed: %w", err)
+		}
+		if code != 0 {
+			d := strings.TrimSpace(stderr)
+			if d == "" {
+				d = strings.TrimSpace(stdout)
+			}
+			return &PostUploadError{Exit: code, Detail: d}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,363 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+)
+
+// SyncOut applies operations sandbox → host (plugin-behavior.md §9.3,
+// §9.4, §13.6, §13.7): in order, each with its file mappings as one guarded
+// snapshot + bulk download, then each directory mapping as a sandbox-built
+// archive verified and extracted while it streams, then any post-upload
+// commands. Host files appear only after their whole batch or archive
+// arrived and verified. A sandbox deleted under the call is
+// ErrSandboxNotFound.
+func SyncOut(ctx context.Context, t Target, ops []Operation, o Options) ([]OperationResult, error) {
+	root, err := cleanRoot(t.Root)
+	if err != nil {
+		return nil, err
+	}
+	t.Root = root
+	if err := validateOps(ops, t, false); err != nil {
+		return nil, err
+	}
+	results := make([]OperationResult, 0, len(ops))
+	for _, op := range ops {
+		res := OperationResult{ID: op.ID}
+		var files []Mapping
+		for _, m := range op.Files {
+			if m.Kind == KindFile {
+				files = append(files, m)
+			}
+		}
+		if len(files) > 0 {
+			n, b, err := t.downloadFiles(ctx, files, o)
+			if err != nil {
+				return results, t.classifyOut(ctx, err)
+			}
+			res.FilesTransferred += n
+			res.BytesTransferred += b
+		}
+		for _, m := range op.Files {
+			if m.Kind != KindDirectory {
+				continue
+			}
+			n, b, err := t.downloadDir(ctx, m, o)
+			if err != nil {
+				return results, t.classifyOut(ctx, err)
+			}
+			res.FilesTransferred += n
+			res.BytesTransferred += b
+		}
+		if err := t.postUpload(ctx, op.PostUploadCommands, o); err != nil {
+			return results, t.classifyOut(ctx, err)
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// downloadFiles is §9.3: one validate-and-snapshot round trip, one bulk
+// download of the snapshots into host temp siblings created with the final
+// mode, then the renames, all or nothing. A snapshot that runs out of
+// sandbox space switches the batch to the terminal stream (§13.7).
+func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (files, bytes int64, err error) {
+	snaps := make([]string, len(ms))
+	var b strings.Builder
+	b.WriteString("set -u\n")
+	b.WriteString(canonPrelude(t.Root))
+	for i, m := range ms {
+		src, _ := confine(t.Root, m.SourcePath)
+		snaps[i] = scratchName(t.Root, "")
+		// Resolve, confine, then refuse a symlink or non-regular file right
+		// before the copy; cp -P never follows a link swapped in after the
+		// check, and the snapshot itself is re-checked.
+		fmt.Fprintf(&b, "s=$(canon %s) || { echo ESCAPE; exit 42; }\ninroot \"$s\" || { echo ESCAPE; exit 42; }\n[ -L \"$s\" ] && exit 44\n[ -f \"$s\" ] || exit 45\n", q(src))
+		fmt.Fprintf(&b, "cp -P -- \"$s\" %s || exit 43\n[ -L %s ] && exit 44\n[ -f %s ] || exit 45\n", q(snaps[i]), q(snaps[i]), q(snaps[i]))
+	}
+	defer func() { _ = t.removeScratch(ctx, snaps...) }()
+	tctx, cancel := withTimeout(ctx, o.transferTimeout())
+	defer cancel()
+	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
+	if err != nil {
+		return 0, 0, err
+	}
+	if r.exit == 43 && isDiskFull(r.out) {
+		// §13.7: drop the partial copies first, then stream the sources.
+		if err := t.removeScratch(ctx, snaps...); err != nil {
+			return 0, 0, fmt.Errorf("Daytona syncOut could not remove partial snapshots: %w", err)
+		}
+		return t.streamFiles(tctx, ms, o)
+	}
+	if r.exit != 0 {
+		return 0, 0, &SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: r.exit, Detail: r.out}
+	}
+
+	hosts := make([]*hostFile, 0, len(ms))
+	defer func() {
+		for _, h := range hosts {
+			h.discard()
+		}
+	}()
+	bd, _, err := t.Client.Files.DownloadFiles(tctx, t.Sandbox, snaps)
+	if err != nil {
+		return 0, 0, &transferError{msg: "Daytona syncOut download failed", err: err}
+	}
+	defer bd.Close()
+	buf := make([]byte, 64<<10)
+	for i, m := range ms {
+		part, err := bd.Next()
+		if err == nil && part.Path != snaps[i] {
+			err = fmt.Errorf("%w: unexpected part", daytona.ErrMalformedResponse)
+		}
+		if err == nil {
+			err = part.Err
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, 0, &transferError{msg: "Daytona syncOut download failed for " + m.SourcePath, err: err}
+		}
+		h, err := newHostFile(m.TargetPath, m.Mode)
+		if err != nil {
+			return 0, 0, err
+		}
+		hosts = append(hosts, h)
+		n, err := writeSparse(h.f, part, buf, nil)
+		if err == nil {
+			err = h.finish()
+		}
+		if err != nil {
+			return 0, 0, &transferError{msg: "Daytona syncOut download failed for " + m.SourcePath, err: err}
+		}
+		bytes += n
+	}
+	for _, h := range hosts {
+		if err := h.publish(); err != nil {
+			return 0, 0, err
+		}
+	}
+	hosts = nil
+	return int64(len(ms)), bytes, nil
+}
+
+// streamFiles is the §13.7 fallback: each source is streamed through a
+// terminal (no sandbox copy), opened with dd iflag=nofollow after the
+// canonical confinement and regular-file checks, with its device:inode
+// compared before and after. Host files are published only when every
+// stream ended with a matching receipt.
+func (t Target) streamFiles(ctx context.Context, ms []Mapping, o Options) (files, bytes int64, err error) {
+	limit := t.diskAllocation(ctx)
+	hosts := make([]*hostFile, 0, len(ms))
+	defer func() {
+		for _, h := range hosts {
+			h.discard()
+		}
+	}()
+	for _, m := range ms {
+		src, _ := confine(t.Root, m.SourcePath)
+		h, err := newHostFile(m.TargetPath, m.Mode)
+		if err != nil {
+			return 0, 0, err
+		}
+		hosts = append(hosts, h)
+		sink := &sparseSink{f: h.f, reserve: o.reserveCheck(dirOf(h.tmp))}
+		var closeErr error
+		pre := termCanonPrelude(t.Root) + "s=$(canon " + q(src) + ") || fail 42\ninroot \"$s\" || fail 42\n[ -L \"$s\" ] && fail 44\n[ -f \"$s\" ] || fail 45\nid0=$(stat -c %d:%i -- \"$s\") || fail 45\n"
+		post := "if [ \"$rc\" -eq 0 ]; then id1=$(stat -c %d:%i -- \"$s\") || rc=45\n[ \"$id0\" = \"${id1:-}\" ] || rc=46\ns2=$(canon " + q(src) + ") && inroot \"$s2\" || rc=42\nfi\n"
+		ts := &termStream{
+			t: t, o: o, limit: limit, sink: sink.write,
+			done: func(ok bool) {
+				if ok {
+					closeErr = sink.close()
+					if closeErr == nil {
+						closeErr = h.finish()
+					}
+				}
+			},
+			script: termSender(pre, `dd if="$s" iflag=nofollow bs=65536 2>/dev/null`, post),
+		}
+		n, rc, err := ts.run(ctx)
+		if err == nil {
+			err = closeErr
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		if rc != 0 {
+			return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed export of " + m.SourcePath, Exit: rc}
+		}
+		bytes += n
+	}
+	for _, h := range hosts {
+		if err := h.publish(); err != nil {
+			return 0, 0, err
+		}
+	}
+	hosts = nil
+	return int64(len(ms)), bytes, nil
+}
+
+// tarCreate is the sandbox-side archive command for a directory export,
+// run with the canonical source in $s. Hardlinks are stored as copies
+// (--hard-dereference), because the host refuses hardlink members.
+func tarCreate(m Mapping, out string) string {
+	var b strings.Builder
+	b.WriteString(`cd -- "$s" && find . -mindepth 1 -maxdepth 1 -print0 | tar -c --no-xattrs --hard-dereference`)
+	if m.FollowSymlinks {
+		b.WriteString(" -h")
+	}
+	b.WriteString(" --exclude=" + q(scratchPrefix+"*"))
+	for _, e := range m.Exclude {
+		b.WriteString(" --exclude=" + q(e))
+	}
+	b.WriteString(" -f " + out + " --null -T -")
+	return b.String()
+}
+
+// downloadDir is §9.4: confinement check and archive creation in one
+// round trip, then the archive is verified entry by entry while it
+// downloads, extracted into a private host staging directory and published
+// only when the whole archive verified. An archive that runs out of sandbox
+// space switches to the terminal stream (§13.6).
+func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, err error) {
+	src, _ := confine(t.Root, m.SourcePath)
+	scratch := scratchName(t.Root, ".tar")
+	defer func() { _ = t.removeScratch(ctx, scratch) }()
+	tctx, cancel := withTimeout(ctx, o.transferTimeout())
+	defer cancel()
+
+	var b strings.Builder
+	b.WriteString("set -u\n")
+	b.WriteString(canonPrelude(t.Root))
+	fmt.Fprintf(&b, "s=$(canon %s) || { echo ESCAPE; exit 42; }\ninroot \"$s\" || { echo ESCAPE; exit 42; }\n[ -d \"$s\" ] || exit 45\n", q(src))
+	b.WriteString("out=$( (" + tarCreate(m, q(scratch)) + ") 2>&1 ); rc=$?\n")
+	b.WriteString("if [ \"$rc\" -gt 1 ]; then rm -f -- " + q(scratch) + "; printf '%s\\n' \"$out\"; exit 43; fi\n")
+	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
+	if err != nil {
+		return 0, 0, err
+	}
+	if r.exit == 43 && isDiskFull(r.out) {
+		if err := t.removeScratch(ctx, scratch); err != nil {
+			return 0, 0, fmt.Errorf("Daytona syncOut could not remove the partial archive: %w", err)
+		}
+		return t.streamDir(tctx, m, src, o)
+	}
+	if r.exit != 0 {
+		return 0, 0, &SandboxCommandError{What: "Daytona outbound directory export command", Exit: r.exit, Detail: r.out}
+	}
+
+	body, _, err := t.Client.Files.Download(tctx, t.Sandbox, scratch)
+	if err != nil {
+		return 0, 0, &transferError{msg: "Daytona syncOut directory download failed for " + m.SourcePath, err: err}
+	}
+	defer body.Close()
+	h, err := newHostDir(m.TargetPath)
+	if err != nil {
+		return 0, 0, err
+	}
+	cr := &countingReader{r: body}
+	x := newExtractor(h.stage, o.Limits)
+	if err := x.extract(tctx, cr); err != nil {
+		h.discard()
+		return 0, 0, wrapDownload(m, err)
+	}
+	if err := h.publish(x.dirModes, m.Mode); err != nil {
+		return 0, 0, err
+	}
+	return x.stats.Files, cr.n, nil
+}
+
+func wrapDownload(m Mapping, err error) error {
+	var ae *ArchiveError
+	if errors.As(err, &ae) {
+		return err
+	}
+	return &transferError{msg: "Daytona syncOut directory download failed for " + m.SourcePath, err: err}
+}
+
+// streamDir is the §13.6 fallback: the same archive, produced into the
+// terminal instead of a sandbox file, verified and extracted as it arrives,
+// published only after the end frame matched and tar succeeded.
+func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options) (files, bytes int64, err error) {
+	limit := t.diskAllocation(ctx)
+	h, err := newHostDir(m.TargetPath)
+	if err != nil {
+		return 0, 0, err
+	}
+	published := false
+	defer func() {
+		if !published {
+			h.discard()
+		}
+	}()
+	lim := o.Limits
+	if limit > 0 && (lim.MaxTotal == 0 || lim.MaxTotal > limit) {
+		lim.MaxTotal = limit
+	}
+	x := newExtractor(h.stage, lim)
+	x.beforeWrite = o.reserveCheck(h.dir)
+	pr, pw := io.Pipe()
+	xerr := make(chan error, 1)
+	go func() {
+		err := x.extract(ctx, pr)
+		if err == nil {
+			// Trailing bytes after the end-of-archive marker are drained.
+			_, err = io.Copy(io.Discard, pr)
+		}
+		pr.CloseWithError(err)
+		xerr <- err
+	}()
+	reserve := o.reserveCheck(h.dir)
+	pre := termCanonPrelude(t.Root) + "s=$(canon " + q(src) + ") || fail 42\ninroot \"$s\" || fail 42\n[ -d \"$s\" ] || fail 45\n"
+	ts := &termStream{
+		t: t, o: o, limit: limit,
+		sink: func(b []byte) error {
+			if reserve != nil {
+				if err := reserve(len(b)); err != nil {
+					return err
+				}
+			}
+			_, err := pw.Write(b)
+			return err
+		},
+		done: func(ok bool) {
+			if ok {
+				pw.Close()
+			} else {
+				pw.CloseWithError(&StreamError{Msg: "stream ended early"})
+			}
+		},
+		script: termSender(pre, tarCreate(m, "-"), ""),
+	}
+	n, rc, serr := ts.run(ctx)
+	pw.CloseWithError(&StreamError{Msg: "stream ended early"}) // no-op after a clean close
+	eerr := <-xerr
+	if serr != nil {
+		return 0, 0, serr
+	}
+	if eerr != nil {
+		return 0, 0, wrapDownload(m, eerr)
+	}
+	if rc > 1 {
+		return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed directory export", Exit: rc}
+	}
+	published = true
+	if err := h.publish(x.dirModes, m.Mode); err != nil {
+		return 0, 0, err
+	}
+	return x.stats.Files, n, nil
+}
+
+func dirOf(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i > 0 {
+		return p[:i]
+	}
+	return "/"
+}
