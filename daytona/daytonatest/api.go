@@ -41,7 +41,7 @@ var apiRoutes = mkRoutes([]route{
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rel string) {
 	rt, params, _ := matchRoute(apiRoutes, r.Method, rel)
 	if rt == nil {
-		rec := s.logRequest(planeAPI, r.Method, rel, rel, "")
+		rec := s.logRequest(r, planeAPI, rel, rel, "")
 		sw := &statusWriter{ResponseWriter: w}
 		writeAPIError(sw, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
 		s.finishRequest(rec, sw)
@@ -74,7 +74,7 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rel string) {
 		name = peek.Name
 	}
 	if !bearerOK(r, s.cfg.apiKey) {
-		rec := s.logRequest(planeAPI, r.Method, rt.tmpl, rel, "")
+		rec := s.logRequest(r, planeAPI, rt.tmpl, rel, "")
 		sw := &statusWriter{ResponseWriter: w}
 		writeAPIError(sw, r, http.StatusUnauthorized, "Unauthorized")
 		s.finishRequest(rec, sw)

@@ -165,7 +165,7 @@ func TestNamesUniqueAndDeleteAsync(t *testing.T) {
 }
 
 func TestEphemeralStopDeletes(t *testing.T) {
-	c := newTC(t)
+	c := newTC(t, daytonatest.WithTransitionDelay(0))
 	sb := c.create(map[string]any{"autoDeleteInterval": 0})
 	st, _ := c.api("POST", "/sandbox/"+sb.ID+"/stop", nil)
 	require.Equal(t, 200, st)
@@ -324,6 +324,18 @@ func TestRequestLog(t *testing.T) {
 	assert.Equal(t, "toolbox", last.Plane)
 	assert.Equal(t, sb.ID, last.Sandbox)
 	assert.Equal(t, 200, last.Status)
+	assert.Equal(t, "0.190.0", last.Header.Get("X-Daytona-SDK-Version"))
+	assert.Equal(t, "[redacted]", last.Header.Get("Authorization"))
+	c.api("GET", "/sandbox?limit=5", nil)
+	reqs = c.srv.Requests()
+	assert.Equal(t, "limit=5", reqs[len(reqs)-1].Query)
+	for _, r := range reqs {
+		for _, vs := range r.Header {
+			for _, v := range vs {
+				assert.NotContains(t, v, c.srv.APIKey())
+			}
+		}
+	}
 	require.NoError(t, c.srv.AwaitRequests(context.Background(), "GET", "/user-home-dir", 1))
 }
 

@@ -27,7 +27,9 @@ type Request struct {
 	// Path is the concrete path relative to the plane base (toolbox paths
 	// without the leading /<sandboxId>).
 	Path    string
-	Sandbox string // sandbox id resolved from the path ("" if none or unknown)
+	Query   string      // raw query string
+	Header  http.Header // request headers; Authorization and preview tokens redacted
+	Sandbox string      // sandbox id resolved from the path ("" if none or unknown)
 	// Status is the reply status: 0 while in flight and for replies that
 	// never came (dropped connection, hang until the client gave up);
 	// 101 for WebSocket upgrades.
@@ -45,6 +47,7 @@ func (s *Server) Requests() []Request {
 	out := make([]Request, len(s.requests))
 	for i, r := range s.requests {
 		out[i] = *r
+		out[i].Header = r.Header.Clone()
 	}
 	return out
 }
@@ -145,8 +148,15 @@ func (c *call) ctx() context.Context { return c.r.Context() }
 
 func (c *call) param(k string) string { return c.params[k] }
 
-func (s *Server) logRequest(plane, method, tmpl, path, sbID string) *Request {
-	rec := &Request{Time: time.Now(), Plane: plane, Method: method, Route: tmpl, Path: path, Sandbox: sbID}
+func (s *Server) logRequest(r *http.Request, plane, tmpl, path, sbID string) *Request {
+	h := r.Header.Clone()
+	for _, k := range []string{"Authorization", "X-Daytona-Preview-Token", "Cookie"} {
+		if h.Get(k) != "" {
+			h.Set(k, "[redacted]")
+		}
+	}
+	rec := &Request{Time: time.Now(), Plane: plane, Method: r.Method, Route: tmpl, Path: path, Query: r.URL.RawQuery,
+		Header: h, Sandbox: sbID}
 	s.mu.Lock()
 	if len(s.requests) >= maxRequestLog {
 		// Bound memory for long-running use (cmd/daytona-sim).
@@ -177,7 +187,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, plane string, rt 
 	if sb != nil {
 		sbID = sb.id
 	}
-	rec := s.logRequest(plane, r.Method, rt.tmpl, path, sbID)
+	rec := s.logRequest(r, plane, rt.tmpl, path, sbID)
 	sw := &statusWriter{ResponseWriter: w}
 	defer s.finishRequest(rec, sw)
 	c := &call{s: s, w: sw, r: r, plane: plane, params: params, sb: sb, rec: rec}

@@ -62,8 +62,16 @@ func WithDir(dir string) Option { return func(c *config) { c.dir = dir } }
 
 // WithTransitionDelay sets how long each intermediate lifecycle state
 // (creating, stopping, starting, destroying, ...) lasts before the next
-// one. Zero keeps the default; use HoldTransitions to freeze a state.
-func WithTransitionDelay(d time.Duration) Option { return func(c *config) { c.transitionDelay = d } }
+// one (still asynchronously). Zero or less means no delay; use
+// HoldTransitions to freeze a state.
+func WithTransitionDelay(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = -1 // explicitly none, as opposed to unset
+		}
+		c.transitionDelay = d
+	}
+}
 
 // WithStartWait sets how long create/start/recover block waiting for
 // "started" before answering with the current DTO, as Daytona's API does
@@ -179,8 +187,11 @@ func (s *Server) init() {
 		if c.orgID == "" {
 			c.orgID = DefaultOrganizationID
 		}
-		if c.transitionDelay <= 0 {
+		switch {
+		case c.transitionDelay == 0:
 			c.transitionDelay = DefaultTransitionDelay
+		case c.transitionDelay < 0:
+			c.transitionDelay = 0
 		}
 		if c.startWait <= 0 {
 			c.startWait = DefaultStartWait

@@ -51,6 +51,40 @@ func (sb *sandbox) killAll(reason string) {
 	sb.s.notify()
 }
 
+// Sessions lists the ids of a sandbox's live process sessions.
+func (s *Server) Sessions(sandboxID string) []string {
+	return s.toolboxIDs(sandboxID, false)
+}
+
+// PTYs lists the ids of a sandbox's PTY sessions.
+func (s *Server) PTYs(sandboxID string) []string {
+	return s.toolboxIDs(sandboxID, true)
+}
+
+func (s *Server) toolboxIDs(sandboxID string, ptys bool) []string {
+	s.init()
+	s.mu.Lock()
+	sb := s.sandboxes[sandboxID]
+	s.mu.Unlock()
+	if sb == nil {
+		return nil
+	}
+	sb.tb.mu.Lock()
+	defer sb.tb.mu.Unlock()
+	var out []string
+	if ptys {
+		for id := range sb.tb.ptys {
+			out = append(out, id)
+		}
+	} else {
+		for id := range sb.tb.sessions {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 var toolboxRoutes = mkRoutes([]route{
 	{method: "GET", tmpl: "/version", h: tbVersion},
 	{method: "GET", tmpl: "/work-dir", h: tbWorkDir},
@@ -104,14 +138,14 @@ func (s *Server) serveToolbox(w http.ResponseWriter, r *http.Request, rel string
 		sbID = sb.id
 	}
 	if rt == nil || rest == "/" {
-		rec := s.logRequest(planeToolbox, r.Method, rest, rest, sbID)
+		rec := s.logRequest(r, planeToolbox, rest, rest, sbID)
 		sw := &statusWriter{ResponseWriter: w}
 		writeToolboxError(sw, r, http.StatusNotFound, "not found")
 		s.finishRequest(rec, sw)
 		return
 	}
 	if !bearerOK(r, s.cfg.apiKey) && (token == "" || r.Header.Get("X-Daytona-Preview-Token") != token) {
-		rec := s.logRequest(planeToolbox, r.Method, rt.tmpl, rest, sbID)
+		rec := s.logRequest(r, planeToolbox, rt.tmpl, rest, sbID)
 		sw := &statusWriter{ResponseWriter: w}
 		writeToolboxError(sw, r, http.StatusUnauthorized, "invalid or missing authentication")
 		s.finishRequest(rec, sw)
