@@ -336,6 +336,8 @@ async function runWorker() {
 
   if (workerPid !== null) {
     const allowed = ["NODE_ENV", "NODE_PATH", "PAPERCLIP_DEPLOYMENT_EXPOSURE", "PAPERCLIP_DEPLOYMENT_MODE", "PAPERCLIP_PLUGIN_ID", "PATH", "TZ", ...Object.keys(ctx.workerEnv)];
+    // The spawn fallback tells the worker its launcher's pid (parent-death watch).
+    if (typeof process.execve !== "function") allowed.push("DAYTONA_WORKER_PARENT_PID");
     let problem;
     try {
       const keys = procEnvKeys(workerPid);

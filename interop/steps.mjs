@@ -94,7 +94,10 @@ export function effectiveCapabilities(declared, supportedMethods) {
 export const fixtures = [];
 
 const LIFECYCLE_METHODS = ["initialize", "health", "shutdown", "configChanged"];
-const KNOWN_METHODS = new Set([...HOST_TO_WORKER_REQUIRED_METHODS, ...HOST_TO_WORKER_OPTIONAL_METHODS]);
+// Methods of the newer host contract (protocol.md §3.16) the worker serves;
+// 2026.916.1 does not know them and never calls them, which is harmless.
+const NEWER_CONTRACT_METHODS = ["environmentStopLease"];
+const KNOWN_METHODS = new Set([...HOST_TO_WORKER_REQUIRED_METHODS, ...HOST_TO_WORKER_OPTIONAL_METHODS, ...NEWER_CONTRACT_METHODS]);
 
 /** Checks the handshake's supportedMethods; undefined when right, else what is wrong. */
 export function checkSupportedMethods(methods) {
@@ -150,6 +153,107 @@ export const steps = [
     params: () => ({}),
     check(result) {
       return result?.status === "ok" ? undefined : `result ${JSON.stringify(result)}`;
+    },
+  },
+  // The lease lifecycle against cmd/daytona-sim (issue #4): validate →
+  // acquire → realize → release → resume → destroy, with the params and
+  // timeouts the server uses. Later configs are rebuilt from lease metadata,
+  // as the host does (protocol.md §3.1).
+  {
+    name: "environmentValidateConfig normalizes a reusable config",
+    method: "environmentValidateConfig",
+    skip: (ctx) => (ctx.config?.apiUrl ? undefined : "no daytona-sim"),
+    params: (ctx) => ({ driverKey: "daytona", config: { ...ctx.config, reuseLease: true } }),
+    check(result, ctx) {
+      if (result?.ok !== true) return `ok ${result?.ok}: ${JSON.stringify(result?.errors)}`;
+      const n = result.normalizedConfig;
+      if (n?.timeoutMs !== ctx.config.timeoutMs || n?.reuseLease !== true) return "normalizedConfig lost timeoutMs/reuseLease";
+      ctx.state.config = n; // what the host persists
+    },
+  },
+  {
+    name: "environmentAcquireLease returns a started sandbox lease",
+    method: "environmentAcquireLease",
+    skip: (ctx) => (ctx.state.config ? undefined : "validate did not pass"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.config, runId: ctx.ids.runId, agentId: ctx.ids.agentId,
+      executionWorkspaceId: "interop-workspace", adapterType: "claude_local" }),
+    timeoutMs: (ctx) => sandboxRpc(ctx.state.config),
+    check(lease, ctx) {
+      if (typeof lease?.providerLeaseId !== "string" || lease.providerLeaseId === "") return "no providerLeaseId";
+      const md = lease.metadata ?? {};
+      if (md.provider !== "daytona" || typeof md.remoteCwd !== "string" || !["bash", "sh"].includes(md.shellCommand)) {
+        return `metadata ${JSON.stringify(md)}`;
+      }
+      for (const k of ["pluginId", "pluginKey", "driver", "agentId", "sandboxProviderPlugin"]) {
+        if (k in md) return `metadata carries host-owned key ${k}`;
+      }
+      if (md.workspaceSentinel?.result !== "written") return "sentinel not written";
+      ctx.state.lease = lease;
+      ctx.state.leaseConfig = { ...ctx.state.config, ...md };
+    },
+  },
+  {
+    name: "environmentRealizeWorkspace returns the remote cwd",
+    method: "environmentRealizeWorkspace",
+    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease,
+      workspace: { localPath: "/tmp/interop-local", remotePath: ctx.state.lease.metadata.remoteCwd } }),
+    timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
+    check(result, ctx) {
+      return result?.cwd === ctx.state.lease.metadata.remoteCwd ? undefined : `cwd ${JSON.stringify(result?.cwd)}`;
+    },
+  },
+  {
+    name: "environmentReleaseLease stops a reusable sandbox with a receipt",
+    method: "environmentReleaseLease",
+    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.leaseConfig, providerLeaseId: ctx.state.lease.providerLeaseId,
+      leaseMetadata: ctx.state.lease.metadata }),
+    timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
+    check(receipt, ctx) {
+      if (receipt?.providerLeaseId !== ctx.state.lease.providerLeaseId || receipt?.state !== "stopped") {
+        return `receipt ${JSON.stringify(receipt)}`;
+      }
+    },
+  },
+  {
+    name: "environmentResumeLease restarts it after the sentinel matches",
+    method: "environmentResumeLease",
+    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.config, providerLeaseId: ctx.state.lease.providerLeaseId,
+      leaseMetadata: ctx.state.lease.metadata }),
+    timeoutMs: (ctx) => Math.min(sandboxRpc(ctx.state.config) ?? 60_000, 60_000),
+    check(lease, ctx) {
+      if (lease?.providerLeaseId !== ctx.state.lease.providerLeaseId) return `providerLeaseId ${JSON.stringify(lease?.providerLeaseId)}`;
+      if (lease.metadata?.workspaceSentinel?.result !== "matched" || lease.metadata?.resumedLease !== true) {
+        return `metadata ${JSON.stringify(lease.metadata)}`;
+      }
+      ctx.state.lease = lease;
+      ctx.state.leaseConfig = { ...ctx.state.config, ...lease.metadata };
+    },
+  },
+  {
+    name: "environmentDestroyLease deletes it with a receipt",
+    method: "environmentDestroyLease",
+    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.leaseConfig, providerLeaseId: ctx.state.lease.providerLeaseId,
+      leaseMetadata: ctx.state.lease.metadata }),
+    timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
+    check(receipt, ctx) {
+      if (receipt?.providerLeaseId !== ctx.state.lease.providerLeaseId || receipt?.state !== "destroyed") {
+        return `receipt ${JSON.stringify(receipt)}`;
+      }
+    },
+  },
+  {
+    name: "environmentResumeLease of the destroyed sandbox says not resumable",
+    method: "environmentResumeLease",
+    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.config, providerLeaseId: ctx.state.lease.providerLeaseId,
+      leaseMetadata: ctx.state.lease.metadata }),
+    timeoutMs: 60_000,
+    check(lease) {
+      return lease?.providerLeaseId === null && lease?.metadata?.expired === true ? undefined : `result ${JSON.stringify(lease)}`;
     },
   },
 ];
