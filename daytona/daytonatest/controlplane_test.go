@@ -109,6 +109,12 @@ func TestCreateHeldShowsCreating(t *testing.T) {
 	release()
 	require.NoError(t, c.srv.AwaitState(ctxT(t), "held", "started"))
 
+	// A name can be held before the sandbox exists.
+	releaseName := c.srv.HoldTransitions("by-name")
+	assert.Equal(t, "creating", c.create(map[string]any{"name": "by-name"}).State)
+	releaseName()
+	require.NoError(t, c.srv.AwaitState(ctxT(t), "by-name", "started"))
+
 	// Build path returns at once in pending_build.
 	st, b = c.api("POST", "/sandbox", map[string]any{"buildInfo": map[string]any{"dockerfileContent": "FROM alpine\n"}, "cpu": 2})
 	require.Equal(t, 200, st, string(b))

@@ -81,10 +81,21 @@ func tbExecute(c *call) {
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	sb.tb.mu.Lock()
+	err := cmd.Start()
+	if err == nil {
+		sb.tb.execs[cmd] = struct{}{}
+	}
+	sb.tb.mu.Unlock()
+	if err != nil {
 		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
 		return
 	}
+	defer func() {
+		sb.tb.mu.Lock()
+		delete(sb.tb.execs, cmd)
+		sb.tb.mu.Unlock()
+	}()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	var timeout <-chan time.Time

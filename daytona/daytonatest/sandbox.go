@@ -231,7 +231,8 @@ func (s *Server) AwaitGone(ctx context.Context, id string) error {
 }
 
 // HoldTransitions freezes lifecycle transitions of one sandbox (by id or
-// name), or of every sandbox when idOrName is "", until the returned
+// name; a name may be held before the sandbox is created), or of every
+// sandbox when idOrName is "", until the returned
 // release func is called: intermediate states (creating, stopping, ...)
 // stay observable for as long as the test needs. While held, create,
 // start and recover answer at once with the intermediate state instead of
@@ -262,7 +263,7 @@ func (s *Server) HoldTransitions(idOrName string) (release func()) {
 }
 
 func (s *Server) heldLocked(sb *sandbox) bool {
-	return s.holds[""] > 0 || s.holds[sb.id] > 0
+	return s.holds[""] > 0 || s.holds[sb.id] > 0 || s.holds[sb.name] > 0
 }
 
 // SetError puts a sandbox into the error state with this reason, as a

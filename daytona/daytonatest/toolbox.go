@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -19,11 +20,13 @@ type toolbox struct {
 	mu       sync.Mutex
 	sessions map[string]*session
 	ptys     map[string]*ptySession
+	execs    map[*osexec.Cmd]struct{} // running one-shot executes
 }
 
 func (t *toolbox) init() {
 	t.sessions = map[string]*session{}
 	t.ptys = map[string]*ptySession{}
+	t.execs = map[*osexec.Cmd]struct{}{}
 }
 
 // killAll ends every session and PTY of the sandbox (stop, delete, error):
@@ -34,6 +37,9 @@ func (sb *sandbox) killAll(reason string) {
 	ptys := sb.tb.ptys
 	sb.tb.sessions = map[string]*session{}
 	sb.tb.ptys = map[string]*ptySession{}
+	for cmd := range sb.tb.execs {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 	sb.tb.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ss := range sessions {
