@@ -105,7 +105,7 @@ func (d *Driver) Register(reg *rpc.Registry) {
 	reg.Register("environmentDestroyLease", hook(d, d.destroy))
 	reg.Register("environmentStopLease", hook(d, d.stop))
 	reg.Register("environmentRealizeWorkspace", hook(d, d.realize))
-	reg.Register("health", func(context.Context, json.RawMessage) (any, error) { return d.Health(), nil })
+	reg.RegisterInline("health", func(context.Context, json.RawMessage) (any, error) { return d.Health(), nil })
 }
 
 // hook wraps a typed method: pending-hook evidence and lenient params.

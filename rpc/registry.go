@@ -19,10 +19,22 @@ type Handler func(ctx context.Context, params json.RawMessage) (any, error)
 // modification.
 type Registry struct {
 	handlers map[string]Handler
+	inline   map[string]bool
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{handlers: make(map[string]Handler)} }
+func NewRegistry() *Registry {
+	return &Registry{handlers: make(map[string]Handler), inline: make(map[string]bool)}
+}
+
+// RegisterInline adds a method that is answered on the read loop itself,
+// without a goroutine of its own: for handlers that never block and finish
+// in microseconds (health, configChanged), where a goroutine hand-off per
+// call would cost more than the work.
+func (r *Registry) RegisterInline(method string, h Handler) {
+	r.Register(method, h)
+	r.inline[method] = true
+}
 
 // Register adds a method. It panics on a duplicate or empty name: that is a
 // programming error found by the first test that builds the registry.

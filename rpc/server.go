@@ -187,9 +187,9 @@ func (s *server) registerBuiltins() {
 		return InitializeResult{OK: true, SupportedMethods: s.reg.Methods()}, nil
 	}))
 	s.reg.Register("shutdown", func(context.Context, json.RawMessage) (any, error) { return nil, nil })
-	s.reg.Register("configChanged", func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+	s.reg.RegisterInline("configChanged", func(context.Context, json.RawMessage) (any, error) { return nil, nil })
 	if !s.reg.Has("health") {
-		s.reg.Register("health", func(context.Context, json.RawMessage) (any, error) {
+		s.reg.RegisterInline("health", func(context.Context, json.RawMessage) (any, error) {
 			return HealthResult{Status: "ok"}, nil
 		})
 	}
@@ -215,6 +215,14 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 	if !s.handlers.add() {
 		if !req.Notif {
 			s.reply(conn, req, r, nil, Errorf(CodeWorkerError, "worker is shutting down"))
+		}
+		return
+	}
+	if s.reg.inline[req.Method] {
+		defer s.handlers.done()
+		result, err := s.call(context.WithValue(s.base, requestKey{}, r), h, req)
+		if !req.Notif {
+			s.reply(conn, req, r, result, err)
 		}
 		return
 	}
