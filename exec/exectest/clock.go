@@ -114,6 +114,24 @@ func (c *FakeClock) AwaitTimer(ctx context.Context, d time.Duration) error {
 	})
 }
 
+// AwaitAnyTimer blocks until a timer armed with one of ds is pending and
+// returns that duration (the first of ds that matches).
+func (c *FakeClock) AwaitAnyTimer(ctx context.Context, ds ...time.Duration) (time.Duration, error) {
+	var found time.Duration
+	err := c.Await(ctx, func() bool {
+		for _, d := range ds {
+			for t := range c.timers {
+				if t.d == d {
+					found = d
+					return true
+				}
+			}
+		}
+		return false
+	})
+	return found, err
+}
+
 // Await blocks until cond (evaluated under the clock's lock, so it must not
 // call the clock) holds, re-checking after every timer change.
 func (c *FakeClock) Await(ctx context.Context, cond func() bool) error {
