@@ -28,6 +28,12 @@ type env struct {
 
 func newEnv(t testing.TB, opts ...daytonatest.Option) *env {
 	t.Helper()
+	return newEnvWith(t, nil, opts...)
+}
+
+// newEnvWith creates the sandbox with extra environment variables.
+func newEnvWith(t testing.TB, sbEnv map[string]string, opts ...daytonatest.Option) *env {
+	t.Helper()
 	srv := daytonatest.NewServer(t, opts...)
 	c, err := daytona.NewClient(
 		daytona.WithAPIURL(srv.URL()),
@@ -36,7 +42,7 @@ func newEnv(t testing.TB, opts ...daytonatest.Option) *env {
 	)
 	require.NoError(t, err)
 	sb, _, err := c.Sandboxes.Create(context.Background(), &daytona.CreateSandboxRequest{
-		Name: "sync-test-" + uuid.NewString()[:8], Snapshot: "base",
+		Name: "sync-test-" + uuid.NewString()[:8], Snapshot: "base", Env: sbEnv,
 	})
 	require.NoError(t, err)
 	sb, err = c.Sandboxes.WaitUntilStarted(context.Background(), sb.ID)

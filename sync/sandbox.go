@@ -63,8 +63,11 @@ inroot() { case "$1" in "$root"|"$root"/*) return 0;; *) return 1;; esac; }
 `
 }
 
-// diskFullSignatures are the texts of ENOSPC, EDQUOT and EFBIG (§13.6).
-var diskFullSignatures = []string{"no space left on device", "disk quota exceeded", "file too large"}
+// diskFullSignatures are the texts of ENOSPC, EDQUOT and EFBIG (§13.6),
+// plus GNU tar's "Wrote only N of M bytes": a short write to a regular file,
+// which is how tar reports hitting the file-size limit or a full disk
+// mid-block (the write returns a count, not an errno).
+var diskFullSignatures = []string{"no space left on device", "disk quota exceeded", "file too large", "wrote only "}
 
 func isDiskFull(out string) bool {
 	l := strings.ToLower(out)

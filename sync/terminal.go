@@ -87,9 +87,9 @@ inroot() { case "$1" in "$root"|"$root"/*) return 0;; *) return 1;; esac; }
 type termStream struct {
 	t      Target
 	o      Options
-	limit  int64                // running-total cap (sandbox disk allocation); 0 = none
-	sink   func([]byte) error   // in-order host write of one decoded frame
-	done   func(ok bool)        // host side finished: close files before cleanup
+	limit  int64              // running-total cap (sandbox disk allocation); 0 = none
+	sink   func([]byte) error // in-order host write of one decoded frame
+	done   func(ok bool)      // host side finished: close files before cleanup
 	script string
 }
 
