@@ -359,14 +359,19 @@ func (ss *session) line(stderr bool, b []byte, complete bool) {
 	content := b
 	sentinel := false
 	rc := 0
-	if i := bytes.Index(b, ss.token); i >= 0 && complete {
-		content = b[:i]
-		sentinel = true
-		if !stderr {
-			// ":<cid>:<rc>"
-			parts := strings.Split(string(b[i+len(ss.token):]), ":")
-			if len(parts) == 3 {
-				rc, _ = strconv.Atoi(parts[2])
+	if *idx < len(ss.dispatched) && complete {
+		// The sentinel ends the line, exactly: <token>:<cid>:<rc> on stdout,
+		// <token>:<cid> on stderr. (An xtrace or verbose echo of the exec
+		// line also contains the token, but never in this form.)
+		want := string(ss.token) + ":" + ss.dispatched[*idx].id
+		if i := bytes.LastIndex(b, []byte(want)); i >= 0 {
+			tail := string(b[i+len(want):])
+			if stderr && tail == "" {
+				content, sentinel = b[:i], true
+			} else if code, ok := strings.CutPrefix(tail, ":"); ok && !stderr {
+				if v, err := strconv.Atoi(code); err == nil {
+					content, sentinel, rc = b[:i], true, v
+				}
 			}
 		}
 	}

@@ -86,6 +86,17 @@ func TestSessionKeepsShellState(t *testing.T) {
 	assert.Contains(t, *r.Output, "\x01\x01\x01bar ")
 	assert.Contains(t, *r.Output, "\x02\x02\x02oops\n")
 
+	// Tracing in the session shell echoes the exec wrapper; attribution
+	// and completion are not fooled by it.
+	r = c.exec(sb.ID, "s1", "set -xv", false)
+	r = c.exec(sb.ID, "s1", "echo traced", false)
+	assert.Equal(t, "traced\n", *r.Stdout)
+	assert.Contains(t, *r.Stderr, "+ echo traced")
+	r = c.exec(sb.ID, "s1", "set +xv; echo after", false)
+	r = c.exec(sb.ID, "s1", "echo clean", false)
+	assert.Equal(t, "clean\n", *r.Stdout)
+	assert.Empty(t, *r.Stderr)
+
 	// A line longer than the labeler's buffer arrives intact.
 	r = c.exec(sb.ID, "s1", `head -c 200000 /dev/zero | tr '\0' 'a'; echo; echo next`, false)
 	assert.Equal(t, strings.Repeat("a", 200000)+"\nnext\n", *r.Stdout)
