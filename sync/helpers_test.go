@@ -113,3 +113,13 @@ func permOf(t testing.TB, p string) os.FileMode {
 	require.NoError(t, err)
 	return fi.Mode().Perm()
 }
+
+func lookPath(name string) (string, error) {
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", errNotFound
+}

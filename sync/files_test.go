@@ -1,0 +1,254 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+)
+
+func TestSyncInFileMappingsOneBatchModesAndCounts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "a.txt"), "alpha", 0o644)
+	writeFile(t, filepath.Join(host, "key"), "secret!", 0o644)
+	e.srv.ResetRequests()
+	res, err := SyncIn(t.Context(), e.t, []Operation{{ID: "op1", Files: []Mapping{
+		{SourcePath: filepath.Join(host, "a.txt"), TargetPath: e.root + "/deep/er/a.txt", Kind: KindFile},
+		{SourcePath: filepath.Join(host, "key"), TargetPath: e.root + "/.ssh/key", Kind: KindFile, Mode: mode(0o600)},
+	}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []OperationResult{{ID: "op1", FilesTransferred: 2, BytesTransferred: 12}}, res)
+	assert.Equal(t, 1, e.srv.CountRequests("POST", "/files/bulk-upload"), "one upload batch")
+	assert.Equal(t, 1, e.srv.CountRequests("POST", "/files/permissions"))
+	assert.Equal(t, 1, e.srv.CountRequests("POST", "/process/execute"), "one promote script, no post-upload exec")
+	assert.Equal(t, "alpha", readFile(t, filepath.Join(e.root, "deep", "er", "a.txt")))
+	assert.Equal(t, os.FileMode(0o600), permOf(t, filepath.Join(e.root, ".ssh", "key")))
+	assert.Empty(t, e.scratchLeft(t))
+}
+
+func TestSyncOutFileMappingsOneDownloadBatch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "out", "a.txt"), "alpha", 0o644)
+	writeFile(t, filepath.Join(e.root, "b.txt"), "beta", 0o644)
+	host := t.TempDir()
+	e.srv.ResetRequests()
+	res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{
+		{SourcePath: e.root + "/out/a.txt", TargetPath: filepath.Join(host, "x", "a.txt"), Kind: KindFile},
+		{SourcePath: e.root + "/b.txt", TargetPath: filepath.Join(host, "b.txt"), Kind: KindFile, Mode: mode(0o640)},
+	}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []OperationResult{{ID: "o", FilesTransferred: 2, BytesTransferred: 9}}, res)
+	assert.Equal(t, 1, e.srv.CountRequests("POST", "/files/bulk-download"))
+	assert.Equal(t, "alpha", readFile(t, filepath.Join(host, "x", "a.txt")))
+	assert.Equal(t, os.FileMode(0o600), permOf(t, filepath.Join(host, "x", "a.txt")), "default 0600 target")
+	assert.Equal(t, os.FileMode(0o640), permOf(t, filepath.Join(host, "b.txt")))
+	assert.Empty(t, e.scratchLeft(t), "snapshots removed")
+	assert.Empty(t, hostScratchLeft(t, host))
+}
+
+func TestSyncOutGuardRefusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	outside := filepath.Join(e.info.Root, "outside.txt")
+	require.NoError(t, os.WriteFile(outside, []byte("outside"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(e.root, "escape")))
+	require.NoError(t, os.MkdirAll(filepath.Join(e.root, "adir"), 0o755))
+	host := t.TempDir()
+	for _, tc := range []struct {
+		src  string
+		exit int
+	}{
+		{e.root + "/escape", 42},
+		{e.root + "/missing", 42},
+		{e.root + "/adir", 45},
+	} {
+		target := filepath.Join(host, filepath.Base(tc.src))
+		e.srv.ResetRequests()
+		_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: tc.src, TargetPath: target, Kind: KindFile}}}}, Options{})
+		var se *SandboxCommandError
+		require.ErrorAs(t, err, &se, tc.src)
+		assert.Equal(t, tc.exit, se.Exit)
+		assert.Contains(t, err.Error(), fmt.Sprintf("Daytona outbound symlink-escape guard command failed (exit %d)", tc.exit))
+		assert.Zero(t, e.srv.CountRequests("POST", "/files/bulk-download"), "nothing downloaded")
+		assert.NoFileExists(t, target)
+	}
+	// Lexical refusals happen before any sandbox call.
+	for _, src := range []string{"relative/x", e.root + "/../x", "/etc/passwd"} {
+		_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: filepath.Join(host, "x"), Kind: KindFile}}}}, Options{})
+		assert.ErrorIs(t, err, ErrNotConfined, src)
+	}
+	assert.Empty(t, e.scratchLeft(t))
+}
+
+func TestSyncOutFailsClosedWithoutCanonicalizer(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	for _, tool := range []string{"sh", "bash", "cp", "rm", "mkdir", "mv", "cat", "tar", "find"} {
+		p, err := lookPath(tool)
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	e := newEnvWith(t, map[string]string{"PATH": bin})
+	writeFile(t, filepath.Join(e.root, "a.txt"), "a", 0o644)
+	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/a.txt", TargetPath: filepath.Join(t.TempDir(), "a"), Kind: KindFile}}}}, Options{})
+	var se *SandboxCommandError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, 40, se.Exit)
+}
+
+func TestSyncOutDeletedSandboxIsStableCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	require.NoError(t, e.c.Sandboxes.DeleteAndWait(t.Context(), e.sb.ID))
+	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/a", TargetPath: filepath.Join(t.TempDir(), "a"), Kind: KindFile}}}}, Options{})
+	require.ErrorIs(t, err, ErrSandboxNotFound)
+	assert.Equal(t, "daytona_sandbox_not_found", err.Error())
+}
+
+func TestSyncOutPerFileDownloadErrorPublishesNothing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "a.txt"), "alpha", 0o644)
+	writeFile(t, filepath.Join(e.root, "b.txt"), "beta", 0o644)
+	gate := make(chan struct{})
+	e.srv.Inject(daytonatest.Fault{Route: "/files/bulk-download", Gate: gate, Times: 1})
+	host := t.TempDir()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := SyncOut(context.Background(), e.t, []Operation{{ID: "o", Files: []Mapping{
+			{SourcePath: e.root + "/a.txt", TargetPath: filepath.Join(host, "a.txt"), Kind: KindFile},
+			{SourcePath: e.root + "/b.txt", TargetPath: filepath.Join(host, "b.txt"), Kind: KindFile},
+		}}}, Options{})
+		errc <- err
+	}()
+	require.NoError(t, e.srv.AwaitRequests(t.Context(), "POST", "/files/bulk-download", 1))
+	left := e.scratchLeft(t)
+	require.Len(t, left, 2)
+	require.NoError(t, os.Remove(filepath.Join(e.root, left[1]))) // one snapshot vanishes
+	close(gate)
+	err := <-errc
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "Daytona syncOut download failed for ")
+	assert.NoFileExists(t, filepath.Join(host, "a.txt"))
+	assert.NoFileExists(t, filepath.Join(host, "b.txt"))
+	assert.Empty(t, hostScratchLeft(t, host))
+	assert.Empty(t, e.scratchLeft(t))
+}
+
+func TestPostUploadCommandsInOrderFailFast(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "f"), "f", 0o644)
+	var got []string
+	e.t.RunCommand = func(ctx context.Context, command, cwd string, timeout time.Duration) (int, string, string, error) {
+		got = append(got, command+"@"+cwd)
+		_, err := os.Stat(filepath.Join(e.root, "f"))
+		require.NoError(t, err, "commands run after the files landed")
+		return e.runCommand(ctx, command, cwd, timeout)
+	}
+	_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o",
+		Files: []Mapping{{SourcePath: filepath.Join(host, "f"), TargetPath: e.root + "/f", Kind: KindFile}},
+		PostUploadCommands: []Command{
+			{Command: "echo one >> log && true # verbatim"},
+			{Command: "exit 3", Cwd: e.root + "/"},
+			{Command: "echo never >> log"},
+		}}}, Options{})
+	var pe *PostUploadError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, 3, pe.Exit)
+	assert.Contains(t, err.Error(), "Daytona post-upload command failed (exit 3)")
+	assert.Equal(t, []string{"echo one >> log && true # verbatim@" + e.root, "exit 3@" + e.root}, got)
+	assert.Equal(t, "one\n", readFile(t, filepath.Join(e.root, "log")))
+}
+
+func TestConcurrentSyncCallsUseDistinctScratch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	const n = 6
+	errs := make(chan error, 2*n)
+	for i := range n {
+		src := filepath.Join(host, fmt.Sprintf("in%d", i))
+		writeFile(t, filepath.Join(src, "f.txt"), strings.Repeat("x", i+1), 0o644)
+		writeFile(t, filepath.Join(e.root, fmt.Sprintf("out%d", i), "g.txt"), strings.Repeat("y", i+1), 0o644)
+		go func() {
+			_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: fmt.Sprintf("%s/in%d", e.root, i), Kind: KindDirectory}}}}, Options{})
+			errs <- err
+		}()
+		go func() {
+			_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: fmt.Sprintf("%s/out%d", e.root, i), TargetPath: filepath.Join(host, fmt.Sprintf("out%d", i)), Kind: KindDirectory}}}}, Options{})
+			errs <- err
+		}()
+	}
+	for range 2 * n {
+		require.NoError(t, <-errs)
+	}
+	for i := range n {
+		assert.Equal(t, strings.Repeat("x", i+1), readFile(t, filepath.Join(e.root, fmt.Sprintf("in%d", i), "f.txt")))
+		assert.Equal(t, strings.Repeat("y", i+1), readFile(t, filepath.Join(host, fmt.Sprintf("out%d", i), "g.txt")))
+	}
+	assert.Empty(t, e.scratchLeft(t))
+	assert.Empty(t, hostScratchLeft(t, host))
+}
+
+func TestValidateMinimumTimeout(t *testing.T) {
+	t.Parallel()
+	f := func(v float64) *float64 { return &v }
+	for _, bad := range []float64{0, -1, 1.5, 1_800_001, 1e300} {
+		_, err := ValidateMinimumTimeout(f(bad))
+		require.ErrorIs(t, err, ErrInvalidMinimumTimeout, bad)
+		assert.Equal(t, "minimumTimeoutMs must be a positive whole number no greater than 1800000.", err.Error())
+	}
+	d, err := ValidateMinimumTimeout(f(1_800_000))
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Minute, d)
+	d, err = ValidateMinimumTimeout(nil)
+	require.NoError(t, err)
+	assert.Zero(t, d)
+
+	o := Options{Timeout: time.Minute, MinimumTimeout: 10 * time.Minute}
+	assert.Equal(t, 10*time.Minute, o.transferTimeout(), "raises file transfers")
+	assert.Equal(t, time.Minute, o.commandTimeout(Command{}), "commands keep the configured limit")
+	assert.Equal(t, 2*time.Second, o.commandTimeout(Command{Timeout: 2 * time.Second}))
+	o.MinimumTimeout = time.Second
+	assert.Equal(t, time.Minute, o.transferTimeout(), "never lowers")
+}
+
+func TestMinimumTimeoutRaisesOnlyTransferRoundTrips(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "a"), "a", 0o644)
+	var cmdTimeout time.Duration
+	e.t.RunCommand = func(ctx context.Context, command, cwd string, timeout time.Duration) (int, string, string, error) {
+		cmdTimeout = timeout
+		return 0, "", "", nil
+	}
+	ops := []Operation{{ID: "o",
+		Files:              []Mapping{{SourcePath: e.root + "/a", TargetPath: filepath.Join(t.TempDir(), "a"), Kind: KindFile}},
+		PostUploadCommands: []Command{{Command: "true"}},
+	}}
+	// The guard round trip is slower than the configured limit.
+	e.srv.Inject(daytonatest.Fault{Route: "/process/execute", Delay: 800 * time.Millisecond, Times: 1})
+	_, err := SyncOut(t.Context(), e.t, ops, Options{Timeout: 300 * time.Millisecond})
+	require.Error(t, err, "without the minimum the configured limit cuts the transfer")
+
+	e.srv.Inject(daytonatest.Fault{Route: "/process/execute", Delay: 800 * time.Millisecond, Times: 1})
+	_, err = SyncOut(t.Context(), e.t, ops, Options{Timeout: 300 * time.Millisecond, MinimumTimeout: time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, 300*time.Millisecond, cmdTimeout, "post-upload commands keep the configured limit")
+}
+
+var errNotFound = errors.New("not found")
