@@ -369,3 +369,20 @@ func TestDeleteErroredSandboxHidesAtOnce(t *testing.T) {
 	_, err := os.Stat(info.Root)
 	assert.True(t, os.IsNotExist(err), "the sandbox tree is removed")
 }
+
+func TestNewAndStartLoopbackOnly(t *testing.T) {
+	srv := daytonatest.New(daytonatest.WithAPIKey("k"), daytonatest.WithDir(t.TempDir()))
+	defer srv.Close()
+	assert.Equal(t, "", srv.URL(), "not listening yet")
+	_, err := srv.Start("0.0.0.0:0")
+	require.Error(t, err)
+	u, err := srv.Start("127.0.0.1:0")
+	require.NoError(t, err)
+	assert.Equal(t, srv.URL(), u)
+	req, _ := http.NewRequest("GET", u+"/sandbox", nil)
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+}

@@ -62,7 +62,8 @@
 // LoseContainer(id) (toolbox 404 "not found: sandbox container not found:
 // …"; a start ends in error with MissingContainerReason(id), recoverable
 // false), StopSandbox(id) (auto-stop), SetDiskAllocation(id, bytes).
-// Inspection: Sandbox(idOrName), Sandboxes(), DiskUsage(id).
+// Inspection: Sandbox(idOrName), Sandboxes(), DiskUsage(id), Sessions(id),
+// PTYs(id).
 //
 // # Toolbox
 //
@@ -165,7 +166,8 @@
 // # Observing and waiting
 //
 // Requests() is the request log (plane, method, route template, concrete
-// path, sandbox id, status, fault applied); CountRequests(method, route)
+// path, query, headers with credentials redacted, sandbox id, status, fault
+// applied; ResetRequests empties it); CountRequests(method, route)
 // counts round trips; Dispatches()/CountDispatches(substr) record every
 // command handed to a shell (session exec and one-shot execute), so a test
 // can assert a command ran exactly once. Command/AwaitCommand read a

@@ -301,17 +301,22 @@ func (s *Server) startSession(sb *sandbox, id string) (*session, error) {
 	_, _ = io.WriteString(script, "trap '' XFSZ\n")
 	var wg sync.WaitGroup
 	wg.Add(2)
-	s.wg.Add(1)
 	go func() { defer wg.Done(); ss.label(outR, false) }()
 	go func() { defer wg.Done(); ss.label(errR, true) }()
-	go func() {
-		defer s.wg.Done()
+	waiter := func() {
 		err := cmd.Wait()
 		wg.Wait()
 		outR.Close()
 		errR.Close()
 		ss.finish(exitCodeOf(err))
-	}()
+	}
+	if !s.goBackground(waiter) {
+		// The server is closing: do not leave the shell behind.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = script.Close()
+		waiter()
+		return nil, errClosed
+	}
 	return ss, nil
 }
 
