@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/stretchr/testify/assert"
@@ -385,4 +386,21 @@ func TestNewAndStartLoopbackOnly(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, 200, resp.StatusCode)
+}
+
+func TestRunAutoLifecycle(t *testing.T) {
+	c := newTC(t)
+	keep := c.create(map[string]any{"autoStopInterval": 0})
+	short := c.create(map[string]any{"autoStopInterval": 10})
+	eph := c.create(map[string]any{"autoStopInterval": 10, "autoDeleteInterval": 0})
+	now := time.Now()
+	assert.Equal(t, 0, c.srv.RunAutoLifecycle(now.Add(5*time.Minute)))
+	assert.Equal(t, 2, c.srv.RunAutoLifecycle(now.Add(11*time.Minute)))
+	require.NoError(t, c.srv.AwaitState(ctxT(t), short.ID, "stopped"))
+	require.NoError(t, c.srv.AwaitGone(ctxT(t), eph.ID))
+	_, got := c.get(keep.ID)
+	assert.Equal(t, "started", got.State)
+	// Stopped long enough: archived (autoArchive 10080 min by default).
+	assert.Equal(t, 1, c.srv.RunAutoLifecycle(now.Add(8*24*time.Hour)))
+	require.NoError(t, c.srv.AwaitState(ctxT(t), short.ID, "archived"))
 }

@@ -61,7 +61,9 @@
 // state. Test-side controls: SetError(id, reason, recoverable),
 // LoseContainer(id) (toolbox 404 "not found: sandbox container not found:
 // …"; a start ends in error with MissingContainerReason(id), recoverable
-// false), StopSandbox(id) (auto-stop), SetDiskAllocation(id, bytes).
+// false), StopSandbox(id) (a server-side stop), RunAutoLifecycle(now)
+// (the auto-stop/archive/delete cron, run once at a time the test picks;
+// the emulator never runs it by itself), SetDiskAllocation(id, bytes).
 // Inspection: Sandbox(idOrName), Sandboxes(), DiskUsage(id), Sessions(id),
 // PTYs(id).
 //

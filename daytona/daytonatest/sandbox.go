@@ -464,3 +464,45 @@ func (s *Server) awaitSettled(ctx context.Context, sb *sandbox) {
 		return !sb.pending || sb.state == StateError || sb.state == StateBuildFailed || s.heldLocked(sb) || s.closed
 	})
 }
+
+// RunAutoLifecycle applies Daytona's auto-stop / auto-archive / auto-delete
+// rules once (the server's 10 s cron, §2.8) as if the time were now: a
+// stable started sandbox idle for autoStopInterval minutes (> 0) is
+// stopped (deleted when autoDeleteInterval is 0); a stable stopped one idle
+// for autoDeleteInterval minutes (>= 0) is deleted, else after
+// autoArchiveInterval minutes archived. Idle time counts from
+// lastActivityAt. The emulator never runs this by itself; tests call it
+// with a time of their choosing. It returns how many sandboxes it changed.
+func (s *Server) RunAutoLifecycle(now time.Time) int {
+	s.init()
+	s.mu.Lock()
+	var killed []*sandbox
+	n := 0
+	for _, id := range s.order {
+		sb := s.sandboxes[id]
+		if sb.pending || !sb.visibleLocked() || sb.desired == StateDestroyed {
+			continue
+		}
+		idle := now.Sub(sb.lastActivity)
+		mins := func(m int) time.Duration { return time.Duration(m) * time.Minute }
+		switch {
+		case sb.state == StateStarted && sb.autoStop > 0 && idle >= mins(sb.autoStop):
+			s.beginStopLocked(sb)
+		case sb.state == StateStopped && sb.autoDelete >= 0 && idle >= mins(sb.autoDelete):
+			old := sb.state
+			s.beginDeleteLocked(sb)
+			s.transitionLocked(sb, StateDestroyed, old, StateDestroying, StateDestroyed)
+		case sb.state == StateStopped && sb.autoArchive > 0 && idle >= mins(sb.autoArchive):
+			s.transitionLocked(sb, StateArchived, StateArchiving, StateArchived)
+		default:
+			continue
+		}
+		killed = append(killed, sb)
+		n++
+	}
+	s.mu.Unlock()
+	for _, sb := range killed {
+		sb.killAll("auto lifecycle")
+	}
+	return n
+}
