@@ -91,6 +91,9 @@ type termStream struct {
 	sink   func([]byte) error // in-order host write of one decoded frame
 	done   func(ok bool)      // host side finished: close files before cleanup
 	script string
+	// stopped, if set, is closed when the stream aborts, so a sink blocked
+	// on a slow host write can give up.
+	stopped chan struct{}
 }
 
 // run streams and returns the payload size and the sender's exit code. The
@@ -194,6 +197,9 @@ func (s *termStream) run(ctx context.Context) (total int64, rc int, err error) {
 		return <-werr
 	}
 	abort := func(e error) (int64, int, error) {
+		if s.stopped != nil {
+			close(s.stopped)
+		}
 		conn.Close() // unblocks a writer stuck on the terminal
 		if werr := endWork(); werr != nil && !errors.Is(werr, ErrStream) {
 			e = werr // the host-side cause (reserve, refused member, disk)
