@@ -141,7 +141,9 @@ func (d *Driver) resume(ctx context.Context, p rpc.ResumeParams) (rpc.Lease, err
 	err = d.scopes.withActivity(ctx, k, p.ProviderLeaseID, true, func(ctx context.Context) error {
 		var err error
 		lease, err = d.resumeActive(ctx, c, k, p)
-		if err != nil {
+		if err != nil || lease.ProviderLeaseID == nil {
+			// Failed or not resumable: the next use re-reads the sandbox
+			// (§4.7 steps 4.2, 4.5, 4.6).
 			d.handles.evict(k)
 		}
 		return err
@@ -164,7 +166,7 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 	if sb.ID != p.ProviderLeaseID {
 		return rpc.Lease{}, &HandleMismatchError{Got: sb.ID, Want: p.ProviderLeaseID}
 	}
-	if sb.ContainerMissing() {
+	if containerGone(sb) {
 		// Only a fresh read that repeats the exact report proves the loss.
 		var fresh *daytona.Sandbox
 		err := c.liveness(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
@@ -180,7 +182,8 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 			return notResumable(nil), nil
 		case fresh.ID != p.ProviderLeaseID:
 			return rpc.Lease{}, &HandleMismatchError{Got: fresh.ID, Want: p.ProviderLeaseID}
-		case fresh.ContainerMissing():
+		case containerGone(fresh):
+			d.idle.release(k)
 			return notResumable(nil), nil
 		}
 		sb = fresh
@@ -228,6 +231,14 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 	md := leaseMetadata(c.cfg, sb, setupResult{remoteCwd: remoteCwd, shell: shell}, true, resumedFrom, verdict)
 	md["sandboxState"] = string(daytona.StateStarted)
 	return rpc.Lease{ProviderLeaseID: ptr(sb.ID), Metadata: md}, nil
+}
+
+// containerGone is the missing-container rule of plugin-behavior.md §6.3:
+// state error, recoverable false, and exactly Docker's "No such container"
+// text for this very id (compared literally). A recoverable sandbox with
+// that text is recovered like any other recoverable error.
+func containerGone(sb *daytona.Sandbox) bool {
+	return sb.ID != "" && !sb.Recoverable && sb.ContainerMissing()
 }
 
 // verifySentinel reads resumeScript's output: the shell, then the file.
