@@ -1,0 +1,185 @@
+package cleanup
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/stretchr/testify/require"
+)
+
+const fp = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func envelope(attempt string) Envelope {
+	return Envelope{
+		ProviderLeaseID: CreationNamePrefix + attempt, CompanyID: "company-1", EnvironmentID: "env-1", RunID: "run-1",
+		AttemptID: attempt, AccountFingerprint: fp,
+		Labels: map[string]string{LabelProvider: ProviderValue, LabelCompanyID: "company-1", LabelEnvironmentID: "env-1",
+			LabelRunID: "run-1", LabelCreateAttempt: attempt, "paperclip-reuse-lease": "false"},
+	}
+}
+
+func TestEnvelopeValidationMatchesTheHost(t *testing.T) {
+	good := envelope("a1")
+	require.NoError(t, good.Validate())
+	bad := map[string]func(e *Envelope){
+		"id with a slash":    func(e *Envelope) { e.CompanyID = "a/b" },
+		"empty environment":  func(e *Envelope) { e.EnvironmentID = "" },
+		"long run id":        func(e *Envelope) { e.RunID = strings.Repeat("r", 201) },
+		"uppercase print":    func(e *Envelope) { e.AccountFingerprint = strings.ToUpper(fp) },
+		"short print":        func(e *Envelope) { e.AccountFingerprint = "abc" },
+		"foreign label key":  func(e *Envelope) { e.Labels["owner"] = "x" },
+		"label value spaces": func(e *Envelope) { e.Labels[LabelRunID] = "a b" },
+		"too many labels": func(e *Envelope) {
+			for i := range 17 {
+				e.Labels["paperclip-x"+strings.Repeat("y", i)] = "v"
+			}
+		},
+		"observed with space": func(e *Envelope) { e.ObservedProviderLeaseID = "a b" },
+	}
+	for name, mutate := range bad {
+		e := good.Clone()
+		mutate(&e)
+		require.Error(t, e.Validate(), name)
+		_, err := ParseEnvelope(e)
+		require.Error(t, err, name)
+	}
+	parsed, err := ParseEnvelope(map[string]any{"providerLeaseId": good.ProviderLeaseID, "companyId": "company-1",
+		"environmentId": "env-1", "runId": "run-1", "attemptId": "a1", "accountFingerprint": fp, "labels": good.Labels, "extra": 1})
+	require.NoError(t, err)
+	require.Equal(t, good, parsed)
+	_, err = ParseEnvelope(nil)
+	require.Error(t, err)
+}
+
+func TestErrorWireShape(t *testing.T) {
+	e := &Error{Message: "pending", Envelope: envelope("a1"), Diagnostic: &Diagnostic{Phase: "shell", ElapsedMs: 5, BudgetMs: 10},
+		Causes: []error{errors.New("provider said secret-token-123")}}
+	require.EqualValues(t, -32002, e.RPCCode())
+	b, err := json.Marshal(e.RPCData())
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "secret-token-123", "provider text never reaches the envelope")
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	require.Equal(t, Schema, m["schema"])
+	require.Equal(t, "shell", m["acquisitionDiagnostic"].(map[string]any)["phase"])
+	require.Equal(t, "pending", e.Error())
+}
+
+func client(t *testing.T, srv *daytonatest.Server) *daytona.Client {
+	fast := func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) }
+	c, err := daytona.NewClient(daytona.WithAPIURL(srv.URL()), daytona.WithAPIKey(srv.APIKey()), daytona.WithPollBackOff(fast))
+	require.NoError(t, err)
+	return c
+}
+
+func create(t *testing.T, c *daytona.Client, env Envelope) *daytona.Sandbox {
+	sb, _, err := c.Sandboxes.Create(context.Background(), &daytona.CreateSandboxRequest{Name: env.ProviderLeaseID, Labels: env.Labels})
+	require.NoError(t, err)
+	return sb
+}
+
+func TestDestroyFailedCreationObservesThenDeletes(t *testing.T) {
+	srv := daytonatest.NewServer(t)
+	c := client(t, srv)
+	ctx := context.Background()
+	env := envelope("11111111-1111-4111-8111-111111111111")
+	sb := create(t, c, env)
+
+	// Durable observation: first call records the id and deletes nothing.
+	e := env.Clone()
+	err := DestroyFailedCreation(ctx, c.Sandboxes, fp, &e, Options{RequireDurableObservation: true})
+	var ce *Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, sb.ID, ce.Envelope.ObservedProviderLeaseID)
+	info, _ := srv.Sandbox(sb.ID)
+	require.Equal(t, "started", info.State)
+
+	// With the observed id: deleted and waited for.
+	e = ce.Envelope
+	require.NoError(t, DestroyFailedCreation(ctx, c.Sandboxes, fp, &e, Options{RequireDurableObservation: true}))
+	_, _, err = c.Sandboxes.Get(ctx, sb.ID)
+	require.ErrorIs(t, err, daytona.ErrNotFound)
+	// Gone observed id: conclusive.
+	require.NoError(t, DestroyFailedCreation(ctx, c.Sandboxes, fp, &e, Options{}))
+	// A never-observed name that is missing proves nothing.
+	never := envelope("22222222-2222-4222-8222-222222222222")
+	require.ErrorIs(t, DestroyFailedCreation(ctx, c.Sandboxes, fp, &never, Options{}), ErrNotObserved)
+}
+
+func TestDestroyFailedCreationNeverDeletesWhatItCannotProve(t *testing.T) {
+	srv := daytonatest.NewServer(t)
+	c := client(t, srv)
+	ctx := context.Background()
+	env := envelope("33333333-3333-4333-8333-333333333333")
+	forged := env.Clone()
+	forged.Labels[LabelCompanyID] = "company-2" // a sandbox of another company under that name
+	sb := create(t, c, forged)
+	for name, e := range map[string]Envelope{
+		"labels differ":  env.Clone(),
+		"wrong name":     func() Envelope { x := env.Clone(); x.ProviderLeaseID = CreationNamePrefix + "other"; return x }(),
+		"other observed": func() Envelope { x := forged.Clone(); x.ObservedProviderLeaseID = "someone-else"; return x }(),
+	} {
+		err := DestroyFailedCreation(ctx, c.Sandboxes, fp, &e, Options{})
+		require.Error(t, err, name)
+	}
+	other := forged.Clone()
+	require.ErrorIs(t, DestroyFailedCreation(ctx, c.Sandboxes, strings.Repeat("f", 64), &other, Options{}), ErrOwnership, "another account is fenced")
+	info, _ := srv.Sandbox(sb.ID)
+	require.Equal(t, "started", info.State, "nothing was deleted")
+	require.Zero(t, srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
+}
+
+func TestDestroyFailedCreationBoundsAHungLookup(t *testing.T) {
+	srv := daytonatest.NewServer(t)
+	c := client(t, srv)
+	srv.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Hang: true})
+	env := envelope("44444444-4444-4444-8444-444444444444")
+	err := DestroyFailedCreation(context.Background(), c.Sandboxes, fp, &env, Options{LookupBound: 50 * time.Millisecond})
+	var lt *LivenessTimeoutError
+	require.ErrorAs(t, err, &lt)
+	require.Equal(t, "sandbox.failedCreateLookup", lt.Op)
+	require.Contains(t, err.Error(), `did not respond within 50 ms`)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestWithLivenessLeavesCallerDeadlinesAlone(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := WithLiveness(ctx, "op", time.Hour, func(ctx context.Context) error { return ctx.Err() })
+	require.ErrorIs(t, err, context.Canceled)
+	var lt *LivenessTimeoutError
+	require.False(t, errors.As(err, &lt), "the caller's own cancellation is not a liveness timeout")
+	require.NoError(t, WithLiveness(context.Background(), "op", 0, func(context.Context) error { return nil }))
+}
+
+func TestSweepNeedsAScopeAndVerifiesLabels(t *testing.T) {
+	srv := daytonatest.NewServer(t)
+	c := client(t, srv)
+	ctx := context.Background()
+	mine := envelope("55555555-5555-4555-8555-555555555555")
+	theirs := envelope("66666666-6666-4666-8666-666666666666")
+	theirs.Labels[LabelEnvironmentID] = "env-2"
+	a, b := create(t, c, mine), create(t, c, theirs)
+	_, err := Sweep(ctx, c.Sandboxes, map[string]string{LabelProvider: ProviderValue})
+	require.Error(t, err, "a sweep of every Daytona sandbox is refused")
+	deleted, err := Sweep(ctx, c.Sandboxes, map[string]string{LabelProvider: ProviderValue, LabelEnvironmentID: "env-1"})
+	require.NoError(t, err)
+	require.Equal(t, []string{a.ID}, deleted)
+	info, _ := srv.Sandbox(b.ID)
+	require.Equal(t, "started", info.State)
+}
+
+func TestDestroyingNameStillProvesOwnership(t *testing.T) {
+	env := envelope("a1")
+	sb := &daytona.Sandbox{ID: "x", Name: "DESTROYED_" + env.ProviderLeaseID + "_1700000000000", Labels: env.Labels}
+	require.NoError(t, Verify(sb, &env))
+	sb.Name = "DESTROYED_" + env.ProviderLeaseID + "x_1"
+	require.ErrorIs(t, Verify(sb, &env), ErrOwnership)
+}
