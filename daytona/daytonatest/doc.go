@@ -151,6 +151,8 @@
 //	srv.Inject(daytonatest.Fault{Route: "/process/execute", Hang: true})
 //	srv.Inject(daytonatest.Fault{Route: "/files/bulk-upload", Delay: 2 * time.Second})
 //	srv.Inject(daytonatest.Fault{Route: "/sandbox/{sandboxIdOrName}/stop", Gate: releaseCh})
+//	// A download whose connection breaks after 1 MiB of body.
+//	srv.Inject(daytonatest.Fault{Route: "/files/download", BodyCut: true, BodyCutAfterBytes: 1 << 20, Times: 1})
 //	// Log follow sockets: cut after N bytes, silent, or closed before the final frame.
 //	logs := "/process/session/{sessionId}/command/{commandId}/logs"
 //	srv.Inject(daytonatest.Fault{Route: logs, WSClose: true, WSCloseAfterBytes: 100, Times: 1})

@@ -60,6 +60,12 @@ type Fault struct {
 	// Header is added to the reply (e.g. "Retry-After-sandbox-create").
 	Header http.Header
 
+	// BodyCut aborts an HTTP reply after BodyCutAfterBytes body bytes: the
+	// connection is closed mid-body (a chunked reply loses its terminating
+	// chunk, a sized one comes up short), as a broken download would.
+	BodyCut           bool
+	BodyCutAfterBytes int64
+
 	// WSClose closes a WebSocket (log follow, PTY) abruptly, without a
 	// close frame, after WSCloseAfterBytes payload bytes were sent.
 	WSClose           bool
@@ -306,3 +312,23 @@ func (sw *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 }
 
 func (sw *statusWriter) Unwrap() http.ResponseWriter { return sw.ResponseWriter }
+
+// cutWriter aborts the reply once its byte budget is spent.
+type cutWriter struct {
+	*statusWriter
+	left int64
+}
+
+func (cw *cutWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) <= cw.left {
+		n, err := cw.statusWriter.Write(p)
+		cw.left -= int64(n)
+		return n, err
+	}
+	if cw.left > 0 {
+		_, _ = cw.statusWriter.Write(p[:cw.left])
+	}
+	cw.statusWriter.Flush()
+	// net/http closes the connection without finishing the body.
+	panic(http.ErrAbortHandler)
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"testing"
 	"time"
 
@@ -244,4 +245,20 @@ func TestFaultStatusOnWebSocketRoute(t *testing.T) {
 	c.srv.Inject(daytonatest.Fault{Route: "/process/session/{sessionId}/command/{commandId}/logs", Status: 503, Times: 1})
 	_, err := c.dial(ctxT(t), sb.ID, "/process/session/s/command/"+r.CmdID+"/logs?follow=true")
 	require.Error(t, err)
+}
+
+func TestFaultBodyCut(t *testing.T) {
+	c := newTC(t)
+	sb := c.create(nil)
+	info, _ := c.srv.Sandbox(sb.ID)
+	data := bytes.Repeat([]byte("0123456789"), 10000)
+	require.NoError(t, os.WriteFile(info.HomeDir+"/f.bin", data, 0o644))
+	c.srv.Inject(daytonatest.Fault{Route: "/files/download", BodyCut: true, BodyCutAfterBytes: 5000, Times: 1})
+	resp, b, err := c.req(ctxT(t), "GET", c.srv.ToolboxURL()+"/"+sb.ID+"/files/download?path=f.bin", nil, nil)
+	require.Error(t, err, "the body is cut short")
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, data[:5000], b)
+	st, b := c.tb(sb.ID, "GET", "/files/download?path=f.bin", nil)
+	assert.Equal(t, 200, st)
+	assert.Equal(t, data, b)
 }

@@ -210,6 +210,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, plane string, rt 
 			}
 		}
 		c.fault = f
+		if f.BodyCut {
+			c.w = &cutWriter{statusWriter: sw, left: f.BodyCutAfterBytes}
+		}
 		if f.Perform {
 			bw := &bufferWriter{}
 			c.w = bw
