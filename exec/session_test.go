@@ -257,7 +257,7 @@ func TestStatusHangAfterCleanCloseTimesOutWithPartialOutput(t *testing.T) {
 
 func TestSilentSocketSwitchesToPollingAfter15s(t *testing.T) {
 	for _, fault := range []daytonatest.Fault{
-		{Route: rLogs, WSSilent: true, Times: 1},        // connected, never sends
+		{Route: rLogs, WSSilent: true, Times: 1},            // connected, never sends
 		{Method: "GET", Route: rLogs, Hang: true, Times: 1}, // never connects
 	} {
 		t.Run("", func(t *testing.T) {
