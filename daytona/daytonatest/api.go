@@ -397,7 +397,7 @@ func apiStart(c *call) {
 		s.mu.Unlock()
 		sb.killAll("sandbox stopped")
 		if f.Status != 0 {
-			writeFaultStatus(c.w, c.r, planeAPI, f)
+			writeFaultStatus(c.w, c.r, c.plane, f)
 		} else {
 			c.apiErr(http.StatusConflict, "Sandbox state change in progress")
 		}

@@ -71,7 +71,6 @@ func tbExecute(c *call) {
 			dir = filepath.Join(sb.home, dir)
 		}
 	}
-	c.s.recordDispatch(Dispatch{Sandbox: sb.id, Command: req.Command})
 	script := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; trap '' XFSZ\n%s\n", sb.fsizeBlocks(), req.Command)
 	cmd := osexec.Command(bashBinary())
 	cmd.Dir = dir
@@ -81,6 +80,9 @@ func tbExecute(c *call) {
 	cmd.Stdout = &out
 	cmd.Stderr = &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A background process that keeps the output pipe open must not hold
+	// the reply forever once the shell itself has exited.
+	cmd.WaitDelay = 2 * time.Second
 	sb.tb.mu.Lock()
 	err := cmd.Start()
 	if err == nil {
@@ -91,6 +93,7 @@ func tbExecute(c *call) {
 		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
 		return
 	}
+	c.s.recordDispatch(Dispatch{Sandbox: sb.id, Command: req.Command})
 	defer func() {
 		sb.tb.mu.Lock()
 		delete(sb.tb.execs, cmd)
@@ -106,7 +109,11 @@ func tbExecute(c *call) {
 	}
 	select {
 	case err := <-done:
-		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": exitCodeOf(err), "result": out.String()})
+		code := exitCodeOf(err)
+		if errors.Is(err, osexec.ErrWaitDelay) && cmd.ProcessState != nil {
+			code = cmd.ProcessState.ExitCode()
+		}
+		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": code, "result": out.String()})
 	case <-timeout:
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done

@@ -262,6 +262,13 @@ func TestOneShotExecute(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &r))
 	assert.Equal(t, -1, r.ExitCode)
 
+	// A background process holding the output open does not hold the reply.
+	st, b = c.tb(sb.ID, "POST", "/process/execute", map[string]any{"command": "setsid sleep 5 & echo bg; exit 2"})
+	require.Equal(t, 200, st)
+	require.NoError(t, json.Unmarshal(b, &r))
+	assert.Equal(t, 2, r.ExitCode)
+	assert.Equal(t, "bg\n", r.Result)
+
 	st, _ = c.tb(sb.ID, "POST", "/process/execute", map[string]any{"command": "true", "envs": map[string]string{"1BAD": "x"}})
 	assert.Equal(t, 400, st)
 }
