@@ -239,6 +239,7 @@ func TestSessionsLostOnStop(t *testing.T) {
 }
 
 func TestOneShotExecute(t *testing.T) {
+	t.Parallel()
 	c := newTC(t)
 	sb := c.create(nil)
 	info, _ := c.srv.Sandbox(sb.ID)
@@ -274,6 +275,7 @@ func TestOneShotExecute(t *testing.T) {
 }
 
 func TestPTY(t *testing.T) {
+	t.Parallel()
 	c := newTC(t)
 	sb := c.create(nil)
 	st, b := c.tb(sb.ID, "POST", "/process/pty", map[string]any{"id": "p1", "cols": 120, "rows": 30, "lazyStart": true})
@@ -462,6 +464,7 @@ func TestFilesConfined(t *testing.T) {
 }
 
 func TestDiskFull(t *testing.T) {
+	t.Parallel()
 	c := newTC(t)
 	sb := c.create(nil)
 	require.NoError(t, c.srv.SetDiskAllocation(sb.ID, 64*1024))
@@ -507,6 +510,7 @@ func TestDiskFull(t *testing.T) {
 // Processes that escape the shell's process group must not keep a session
 // or PTY (and so Close) alive.
 func TestStragglersDoNotBlockTeardown(t *testing.T) {
+	t.Parallel()
 	c := newTC(t)
 	sb := c.create(nil)
 	c.session(sb.ID, "s")
