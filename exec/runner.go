@@ -86,6 +86,11 @@ type Options struct {
 	MaxSnapshotBytes int64
 	// Logger receives teardown failures (default: discarded).
 	Logger *slog.Logger
+	// Span, if set, is called after each session create ("session.open")
+	// and delete ("session.close") with its times and error, so the
+	// provider can record host spans (a failed span gets status code 2).
+	// ctx is the context of the execute or teardown that made the call.
+	Span func(ctx context.Context, name, sessionID string, start, end time.Time, err error)
 }
 
 // Timing constants of the session path (plugin-behavior.md §7.4, §13.4, §13.5).
@@ -118,6 +123,7 @@ type Runner struct {
 	stdinDir string
 	maxSnap  int64
 	log      *slog.Logger
+	span     func(ctx context.Context, name, sessionID string, start, end time.Time, err error)
 
 	mu     stdsync.Mutex
 	leases map[string]*lease
@@ -138,6 +144,10 @@ func NewRunner(o Options) *Runner {
 	}
 	if r.log == nil {
 		r.log = discardLogger
+	}
+	r.span = o.Span
+	if r.span == nil {
+		r.span = func(context.Context, string, string, time.Time, time.Time, error) {}
 	}
 	return r
 }
@@ -312,8 +322,13 @@ func (r *Runner) CloseLease(ctx context.Context, leaseKey string) error {
 }
 
 func (r *Runner) deleteSession(ctx context.Context, s *session) error {
+	start := r.clock.Now()
 	_, err := s.client.Toolbox.DeleteSession(ctx, s.ref, s.id)
-	if err != nil && !errors.Is(err, daytona.ErrNotFound) {
+	if errors.Is(err, daytona.ErrNotFound) {
+		err = nil // already gone: the goal of the delete holds
+	}
+	r.span(ctx, "session.close", s.id, start, r.clock.Now(), err)
+	if err != nil {
 		r.log.Error("Failed to delete Daytona session during teardown", "sessionId", s.id, "error", err.Error())
 		return fmt.Errorf("Failed to delete Daytona session %s during teardown: %w", s.id, err)
 	}
@@ -360,7 +375,9 @@ func (r *Runner) acquireSession(ctx context.Context, l *lease, t Target) (*sessi
 		r.mu.Unlock()
 
 		id := sessionIDPrefix + uuid.NewString()
+		start := r.clock.Now()
 		_, err := t.Client.Toolbox.CreateSession(ctx, t.Sandbox, id)
+		r.span(ctx, "session.open", id, start, r.clock.Now(), err)
 		abandoned := false
 		if err != nil && ctx.Err() != nil {
 			err = context.Cause(ctx)

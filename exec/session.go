@@ -91,6 +91,7 @@ func (x *run) stopped(cause error) (Result, error) {
 	res := x.result(nil)
 	if x.sess != nil && x.cmdID != "" {
 		res.Metadata["commandExitConfirmed"] = false
+		x.retire = true // it may still run: nothing may queue behind it
 	}
 	if errors.Is(cause, ErrLeaseNotActive) {
 		return res, cause
