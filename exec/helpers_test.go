@@ -195,13 +195,6 @@ func (g *gate) open(t *testing.T) {
 	require.NoError(t, os.WriteFile(g.path, []byte("go\n"), 0o600))
 }
 
-// openAsync releases the gate in the background.
-func (g *gate) openAsync(t *testing.T) <-chan error {
-	ch := make(chan error, 1)
-	go func() { ch <- os.WriteFile(g.path, []byte("go\n"), 0o600) }()
-	return ch
-}
-
 type execOut struct {
 	res cmdexec.Result
 	err error

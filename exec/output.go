@@ -76,8 +76,6 @@ func newOutput(sink Sink, limit int64) *output {
 	}
 }
 
-func (o *output) buf(stream int) *streamBuf { return o.streams[stream] }
-
 // nextGen starts a new connection generation: feeds tagged with an older
 // generation are dropped from now on.
 func (o *output) nextGen() uint64 {

@@ -103,14 +103,13 @@ const (
 )
 
 var (
-	earlyStatusDelays  = []time.Duration{25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
-	exitRetryDelays    = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
-	maxStreamAttempts  = 2 // the first connection and one reconnect
-	sessionIDPrefix    = "paperclip-"
-	stdinFilePrefix    = "paperclip-stdin-"
-	defaultStdinDir    = "/tmp"
-	discardLogger      = slog.New(slog.DiscardHandler)
-	errSessionNotReady = errors.New("exec: session vanished before use")
+	earlyStatusDelays = []time.Duration{25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+	exitRetryDelays   = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
+	maxStreamAttempts = 2 // the first connection and one reconnect
+	sessionIDPrefix   = "paperclip-"
+	stdinFilePrefix   = "paperclip-stdin-"
+	defaultStdinDir   = "/tmp"
+	discardLogger     = slog.New(slog.DiscardHandler)
 )
 
 // Runner executes commands; one per worker process, safe for concurrent
