@@ -152,11 +152,30 @@ func (t *teardown) stopAndWait(ctx context.Context, bound time.Duration) error {
 	})
 }
 
+// deleteAndWait deletes the sandbox and waits for completed destruction.
+// Daytona refuses a delete with 409 while another transition is pending (a
+// stop whose reply was lost, an auto-stop or auto-archive racing the
+// teardown): then it waits, inside the same bound, until the sandbox is in a
+// stable state and deletes again, instead of failing a teardown that only
+// had to wait.
 func (t *teardown) deleteAndWait(ctx context.Context) error {
+	api := t.c.client.Sandboxes
 	return cleanup.WithLiveness(ctx, "sandbox.delete", t.c.cfg.AcquireBudget()+startMargin, func(ctx context.Context) error {
-		return cleanup.DeleteAndWait(ctx, t.c.client.Sandboxes, t.id)
+		err := cleanup.DeleteAndWait(ctx, api, t.id)
+		for attempt := 0; errors.Is(err, daytona.ErrConflict) && attempt < maxDeleteRetries; attempt++ {
+			_, werr := api.WaitForState(ctx, t.id, daytona.StateStarted, daytona.StateStopped,
+				daytona.StateArchived, daytona.StateError, daytona.StateBuildFailed)
+			if werr != nil && !errors.Is(werr, daytona.ErrNotFound) {
+				return errors.Join(err, werr)
+			}
+			err = cleanup.DeleteAndWait(ctx, api, t.id)
+		}
+		return err
 	})
 }
+
+// maxDeleteRetries bounds the deletes retried after a 409 transition.
+const maxDeleteRetries = 2
 
 func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, error) {
 	if deref(p.ProviderLeaseID) == "" {
