@@ -1,0 +1,592 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/rpc"
+	"github.com/stretchr/testify/require"
+)
+
+// Release, destroy and stop (plugin-behavior.md §4.8–§4.10, §13.8).
+
+func receiptJSON(id, state string) string {
+	return `{"providerLeaseId":"` + id + `","state":"` + state + `"}`
+}
+
+// callCtx calls a method under the caller's own deadline (the host's RPC
+// timeout), for paths whose provider bound is longer than a test should wait.
+func (e *testEnv) callCtx(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	e.t.Helper()
+	h, ok := e.reg.Lookup(method)
+	require.True(e.t, ok)
+	res, err := h(ctx, mustJSON(e.t, params))
+	if err != nil {
+		return nil, err
+	}
+	return mustJSON(e.t, res), nil
+}
+
+func TestCancelActiveWorkStopsWithoutWaitingForInFlightWork(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ephemeral", true: "reusable"}[reuse], func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, map[string]any{"reuseLease": reuse})
+			w := &recordingWork{}
+			e.use(e.driverWith(func(o *Options) { o.Work = w }))
+			l := e.acquire(nil)
+			id := *l.ProviderLeaseID
+			gate := make(chan struct{})
+			defer close(gate)
+			e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
+			realize := e.async("environmentRealizeWorkspace", e.realizeParams(l))
+			e.awaitRequests("POST", rNewFolder, 1)
+
+			raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
+			require.NoError(t, err)
+			require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+			select {
+			case <-realize:
+				t.Fatal("the in-flight realize was waited for")
+			default:
+			}
+			require.Equal(t, 1, w.count("cancel"), "running commands are cancelled")
+			require.Zero(t, w.count("close"), "no drain")
+			require.Equal(t, "stopped", e.state(id))
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "the Stop button never deletes")
+			require.Zero(t, e.srv.CountRequests("POST", rStart))
+
+			// Later work is refused.
+			_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+			require.ErrorContains(t, err, "Daytona sandbox lease "+id+" is no longer active.")
+		})
+	}
+}
+
+func TestCancelActiveWorkWithoutAReceiptWhenStopIsRejected(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	e.srv.Inject(daytonatest.Fault{Route: rStop, Status: 500})
+	_, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
+	require.Error(t, err, "no termination receipt")
+	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+	e.expectLive(id)
+}
+
+// heldReceipt runs a teardown whose provider transition is held, proves no
+// receipt arrives while Daytona has not confirmed, then lets it finish.
+func heldReceipt(t *testing.T, e *testEnv, id, method string, params any, providerCall [2]string) result {
+	t.Helper()
+	release := e.srv.HoldTransitions(id)
+	e.srv.ResetRequests()
+	done := e.async(method, params)
+	e.awaitRequests(providerCall[0], providerCall[1], 1)
+	// Daytona accepted the call; the worker keeps reading the sandbox.
+	e.awaitRequests("GET", rSandbox, 3)
+	select {
+	case r := <-done:
+		t.Fatalf("receipt before the provider confirmed: %s %v", r.raw, r.err)
+	default:
+	}
+	release()
+	return wait(t, done)
+}
+
+func TestReceiptsOnlyAfterTheProviderConfirmed(t *testing.T) {
+	t.Run("release stop", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, map[string]any{"reuseLease": true})
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		r := heldReceipt(t, e, id, "environmentReleaseLease", e.leaseParams(l, nil), [2]string{"POST", rStop})
+		require.NoError(t, r.err)
+		require.JSONEq(t, receiptJSON(id, "stopped"), string(r.raw))
+		require.Equal(t, "stopped", e.state(id))
+	})
+	t.Run("release delete", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		r := heldReceipt(t, e, id, "environmentReleaseLease", e.leaseParams(l, nil), [2]string{"DELETE", rSandbox})
+		require.NoError(t, r.err)
+		require.JSONEq(t, receiptJSON(id, "destroyed"), string(r.raw))
+		require.Equal(t, "gone", e.state(id))
+	})
+	t.Run("destroy", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		r := heldReceipt(t, e, id, "environmentDestroyLease", e.leaseParams(l, nil), [2]string{"DELETE", rSandbox})
+		require.NoError(t, r.err)
+		require.JSONEq(t, receiptJSON(id, "destroyed"), string(r.raw))
+		require.Equal(t, "gone", e.state(id))
+	})
+	t.Run("stop", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		r := heldReceipt(t, e, id, "environmentStopLease", e.leaseParams(l, nil), [2]string{"POST", rStop})
+		require.NoError(t, r.err)
+		require.JSONEq(t, receiptJSON(id, "stopped"), string(r.raw))
+	})
+	t.Run("cancelActiveWork", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		r := heldReceipt(t, e, id, "environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true), [2]string{"POST", rStop})
+		require.NoError(t, r.err)
+		require.JSONEq(t, receiptJSON(id, "stopped"), string(r.raw))
+	})
+}
+
+func TestReleaseRefreshesACachedStoppedHandle(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"reuseLease": true})
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	// The cache believes the sandbox is stopped; Daytona says started.
+	k := e.scopeOf(id)
+	e.d.handles.seed(k, &daytona.Sandbox{ID: id, State: daytona.StateStopped})
+	e.srv.ResetRequests()
+	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+	require.Equal(t, 1, e.srv.CountRequests("POST", rStop), "the cached state is not a receipt")
+	require.Equal(t, "stopped", e.state(id))
+}
+
+func TestReleaseFallsBackToDeleteWhenStoppingAnErroredReusableLeaseFails(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"reuseLease": true})
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	require.NoError(t, e.srv.SetError(id, "runner failure", false))
+	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+	e.expectLive() // an errored sandbox is hidden (GET 404) once its delete is accepted
+}
+
+func TestReleaseFallsBackToDeleteWhenAStopFailsMidCall(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"reuseLease": true})
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	// Daytona began stopping, then the reply was lost.
+	e.srv.Inject(daytonatest.Fault{Route: rStop, Perform: true, Drop: true, Times: 1})
+	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+	e.expectLive()
+}
+
+func TestTeardownWaitsForAnInFlightActivityBeforeCleanup(t *testing.T) {
+	for _, method := range []string{"environmentReleaseLease", "environmentDestroyLease"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, nil)
+			w := &recordingWork{}
+			e.use(e.driverWith(func(o *Options) { o.Work = w }))
+			l := e.acquire(nil)
+			id := *l.ProviderLeaseID
+			k := e.scopeOf(id)
+			gate := make(chan struct{})
+			e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
+			realize := e.async("environmentRealizeWorkspace", e.realizeParams(l))
+			e.awaitRequests("POST", rNewFolder, 1)
+			done := e.async(method, e.leaseParams(l, nil))
+			awaitScope(t, e.d, k, func(st *scopeState) bool { return st.teardowns == 1 })
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "cleanup waits for the activity")
+			require.Zero(t, w.count("close"), "the session is closed after the activity ended")
+			close(gate)
+			require.NoError(t, wait(t, realize).err, "the in-flight realize finished on a live sandbox")
+			r := wait(t, done)
+			require.NoError(t, r.err)
+			require.JSONEq(t, receiptJSON(id, "destroyed"), string(r.raw))
+			require.Equal(t, 1, w.count("close"), "bridge drain closes the session")
+			e.expectLive()
+		})
+	}
+}
+
+func TestTeardownTerminatesWhenBridgeActivityNeverSettles(t *testing.T) {
+	for _, method := range []string{"environmentReleaseLease", "environmentDestroyLease"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 100})
+			l := e.acquire(nil)
+			id := *l.ProviderLeaseID
+			gate := make(chan struct{})
+			defer close(gate)
+			e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
+			e.async("environmentRealizeWorkspace", e.realizeParams(l))
+			e.awaitRequests("POST", rNewFolder, 1)
+			raw, err := e.call(method, e.leaseParams(l, nil))
+			require.NoError(t, err, "a hung drain never blocks termination")
+			require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+			require.Equal(t, "gone", e.state(id))
+		})
+	}
+}
+
+func TestLateWorkAfterTeardownIsRefused(t *testing.T) {
+	for _, method := range []string{"environmentReleaseLease", "environmentDestroyLease", "environmentStopLease"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, map[string]any{"reuseLease": true})
+			l := e.acquire(nil)
+			_, err := e.call(method, e.leaseParams(l, nil))
+			require.NoError(t, err)
+			_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+			var inactive *LeaseInactiveError
+			require.ErrorAs(t, err, &inactive)
+			require.EqualError(t, err, "Daytona sandbox lease "+*l.ProviderLeaseID+" is no longer active.")
+		})
+	}
+}
+
+func TestQueuedWorkIsRefusedOnceTheTeardownBegins(t *testing.T) {
+	// A realize that arrives while a teardown holds the gate waits, then
+	// finds the tombstone (§5.2).
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	k := e.scopeOf(id)
+	end := e.d.scopes.beginTeardown(k)
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.ErrorContains(t, err, "is no longer active")
+	end()
+	_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.ErrorContains(t, err, "is no longer active", "the tombstone outlives the gate")
+}
+
+// --- stop lease (§4.8, §13.8) ---
+
+func (e *testEnv) stop(l lease, extra ...any) (json.RawMessage, error) {
+	e.t.Helper()
+	return e.call("environmentStopLease", e.leaseParams(l, nil, extra...))
+}
+
+// requestIndex is the position of the first matching request in the log.
+func (e *testEnv) requestIndex(method, route string) int {
+	for i, r := range e.srv.Requests() {
+		if r.Method == method && r.Route == route {
+			return i
+		}
+	}
+	return -1
+}
+
+func TestStopDisablesAutoDeleteAndConfirmsItBeforeStopping(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ephemeral", true: "reusable"}[reuse], func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, map[string]any{"reuseLease": reuse})
+			w := &recordingWork{}
+			e.use(e.driverWith(func(o *Options) { o.Work = w }))
+			l := e.acquire(nil)
+			id := *l.ProviderLeaseID
+			e.srv.ResetRequests()
+			raw, err := e.stop(l)
+			require.NoError(t, err)
+			require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+			info := e.info(id)
+			require.Equal(t, "stopped", info.State)
+			require.Equal(t, -1, info.AutoDeleteInterval, "the stopped work is retained")
+			setter, stop := e.requestIndex("POST", rAutodel), e.requestIndex("POST", rStop)
+			require.True(t, setter >= 0 && stop > setter)
+			confirmed := false
+			for _, r := range e.srv.Requests()[setter+1 : stop] {
+				confirmed = confirmed || (r.Method == "GET" && r.Route == rSandbox)
+			}
+			require.True(t, confirmed, "a fresh read between setter and stop: %v", e.srv.Requests())
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+			require.Zero(t, e.srv.CountRequests("POST", rArchive))
+			require.Equal(t, 1, w.count("cancel"))
+			require.Equal(t, 1, w.count("forget"))
+			// An already stopped sandbox: confirmed again, not stopped twice.
+			raw, err = e.stop(l)
+			require.NoError(t, err)
+			require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+			require.Equal(t, 1, e.srv.CountRequests("POST", rStop))
+		})
+	}
+}
+
+func TestStopRetentionPolicyFailuresNeverStop(t *testing.T) {
+	cases := map[string]struct {
+		fault daytonatest.Fault
+		want  string
+	}{
+		"setter failed":  {daytonatest.Fault{Route: rAutodel, Status: 500}, "Internal Server Error"},
+		"refresh failed": {daytonatest.Fault{Method: "GET", Route: rSandbox, Skip: 1, Status: 503}, "Service Unavailable"},
+		"not confirmed":  {daytonatest.Fault{Route: rAutodel, Unsettled: true}, "Daytona retention policy was not confirmed"},
+		"setter hangs":   {daytonatest.Fault{Route: rAutodel, Hang: true}, `"sandbox.setAutoDeleteInterval" did not respond within 150 ms`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 150})
+			l := e.acquire(nil)
+			id := *l.ProviderLeaseID
+			e.srv.Inject(tc.fault)
+			e.srv.ResetRequests()
+			_, err := e.stop(l)
+			require.ErrorContains(t, err, tc.want)
+			require.Zero(t, e.srv.CountRequests("POST", rStop), "nothing stopped")
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "nothing deleted")
+			require.Zero(t, e.srv.CountRequests("POST", rArchive))
+			require.Equal(t, "started", e.state(id))
+			e.expectLive(id)
+		})
+	}
+}
+
+func TestStopFailureRetainsTheSandbox(t *testing.T) {
+	for _, reuse := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ephemeral", true: "reusable"}[reuse], func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, map[string]any{"reuseLease": reuse})
+			l := e.acquire(nil)
+			id := *l.ProviderLeaseID
+			e.srv.Inject(daytonatest.Fault{Route: rStop, Status: 500})
+			_, err := e.stop(l)
+			require.Error(t, err)
+			// Release with stop_and_retain is the same hook.
+			_, err = e.call("environmentReleaseLease", e.leaseParams(l, nil, "resourceDisposition", "stop_and_retain"))
+			require.Error(t, err)
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "stop never deletes")
+			e.expectLive(id)
+		})
+	}
+}
+
+func TestReleaseStopAndRetainBehavesLikeStop(t *testing.T) {
+	e := newTestEnv(t, nil) // ephemeral: a plain release would delete
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "resourceDisposition", "stop_and_retain"))
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+	info := e.info(id)
+	require.Equal(t, "stopped", info.State)
+	require.Equal(t, -1, info.AutoDeleteInterval)
+	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+}
+
+func TestStopRequiresAnExactIdentityAndAnExistingSandbox(t *testing.T) {
+	e := newTestEnv(t, nil)
+	_, err := e.call("environmentStopLease", with(e.base(nil), "providerLeaseId", nil))
+	require.EqualError(t, err, "Daytona stop requires an exact sandbox identity")
+	_, err = e.call("environmentStopLease", with(e.base(nil), "providerLeaseId", "sandbox-unknown"))
+	require.EqualError(t, err, "Daytona retained sandbox is unavailable")
+}
+
+func TestStopRecoversARecoverableErrorOnceThenStops(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	require.NoError(t, e.srv.SetError(id, "no space left on device", true))
+	raw, err := e.stop(l)
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+	require.Equal(t, 1, e.srv.CountRequests("POST", rRecover))
+	require.Equal(t, "stopped", e.state(id))
+	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+}
+
+func stopErrorOf(t *testing.T, err error, id, reason string) *StopError {
+	t.Helper()
+	var se *StopError
+	require.ErrorAs(t, err, &se)
+	require.Equal(t, reason, se.Reason)
+	require.Equal(t, id, se.ProviderLeaseID)
+	require.Equal(t, rpc.CodeWorkerError, se.RPCCode())
+	data := mustJSON(t, se.RPCData())
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(data, &m))
+	require.Equal(t, "paperclip/environment-stop-error/v1", m["schema"])
+	require.Equal(t, "PluginEnvironmentStopError", m["name"])
+	require.Equal(t, id, m["providerLeaseId"])
+	require.Equal(t, reason, m["reason"])
+	require.Contains(t, m, "sandboxState")
+	require.Len(t, m, 5)
+	require.NotContains(t, string(data), "test-api-key")
+	return se
+}
+
+func TestStopTypedErrors(t *testing.T) {
+	t.Run("unrecoverable", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		require.NoError(t, e.srv.SetError(id, "runner lost the sandbox", false))
+		_, err := e.stop(l)
+		se := stopErrorOf(t, err, id, StopUnrecoverable)
+		require.Equal(t, "error", se.SandboxState)
+		require.Zero(t, e.srv.CountRequests("POST", rRecover))
+		require.Zero(t, e.srv.CountRequests("POST", rStop))
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+		require.Equal(t, -1, e.info(id).AutoDeleteInterval, "retention confirmed first")
+	})
+	t.Run("error after recover", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
+		// Daytona accepts the recovery but the sandbox stays in error.
+		body := e.dto(id, func(sb *daytona.Sandbox) { sb.State = daytona.StateStarting })
+		e.srv.Inject(daytonatest.Fault{Route: rRecover, Status: 200, Body: body})
+		_, err := e.stop(l)
+		se := stopErrorOf(t, err, id, StopErrorAfterRecover)
+		require.Equal(t, "error", se.SandboxState)
+		require.Equal(t, 1, e.srv.CountRequests("POST", rRecover), "recover once only")
+		require.Zero(t, e.srv.CountRequests("POST", rStop))
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+	})
+	t.Run("recover rejected", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
+		e.srv.Inject(daytonatest.Fault{Route: rRecover, Status: 500})
+		_, err := e.stop(l)
+		stopErrorOf(t, err, id, StopRecoverUnfinished)
+		require.Equal(t, 1, e.srv.CountRequests("POST", rRecover))
+		require.Zero(t, e.srv.CountRequests("POST", rStop))
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+		e.expectLive(id)
+	})
+	t.Run("recover hangs", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
+		e.srv.Inject(daytonatest.Fault{Route: rRecover, Hang: true})
+		// The worker cuts recovery at 20 s; the host's own deadline here is
+		// shorter, which must end the same way.
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_, err := e.callCtx(ctx, "environmentStopLease", e.leaseParams(l, nil))
+		se := stopErrorOf(t, err, id, StopRecoverUnfinished)
+		require.Equal(t, "error", se.SandboxState)
+		require.Equal(t, 1, e.srv.CountRequests("POST", rRecover))
+		require.Zero(t, e.srv.CountRequests("POST", rStop))
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+	})
+	t.Run("recover does not finish in time", func(t *testing.T) {
+		t.Parallel()
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
+		release := e.srv.HoldTransitions(id) // recovery accepted, never reaches started
+		defer release()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		_, err := e.callCtx(ctx, "environmentStopLease", e.leaseParams(l, nil))
+		se := stopErrorOf(t, err, id, StopRecoverUnfinished)
+		require.NotEqual(t, "started", se.SandboxState)
+		require.Zero(t, e.srv.CountRequests("POST", rStop))
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+	})
+}
+
+// --- destroy (§4.10) ---
+
+func TestDestroyWorksFromParamsAloneOnAFreshWorker(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	e.use(e.newDriver()) // restarted worker: no cache, no admission state
+	p := e.leaseParams(l, nil)
+	p["environmentId"] = "" // the environment was deleted
+	raw, err := e.call("environmentDestroyLease", p)
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+	require.Equal(t, "gone", e.state(id))
+}
+
+func TestDestroyOfAnUnknownSandboxIsAReceipt(t *testing.T) {
+	e := newTestEnv(t, nil)
+	raw, err := e.call("environmentDestroyLease", with(e.base(nil), "providerLeaseId", "sandbox-never-existed"))
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON("sandbox-never-existed", "destroyed"), string(raw))
+	raw, err = e.call("environmentDestroyLease", with(e.base(nil), "providerLeaseId", nil))
+	require.NoError(t, err)
+	require.JSONEq(t, `null`, string(raw))
+	raw, err = e.call("environmentReleaseLease", with(e.base(nil), "providerLeaseId", nil))
+	require.NoError(t, err)
+	require.JSONEq(t, `null`, string(raw))
+}
+
+func TestDestroyRetriesALostDeleteReply(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	f := e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Perform: true, Drop: true, Times: 1})
+	raw, err := e.call("environmentDestroyLease", e.leaseParams(l, nil))
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+	require.Equal(t, 1, f.Hits())
+	require.GreaterOrEqual(t, e.srv.CountRequests("DELETE", rSandbox), 2, "the idempotent delete was sent again")
+	e.expectLive()
+	// And again (the host's sweep after a lost receipt).
+	raw, err = e.call("environmentDestroyLease", e.leaseParams(l, nil))
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+}
+
+func TestDestroyClosesTheSessionEvenWhenTheDeleteFails(t *testing.T) {
+	e := newTestEnv(t, nil)
+	w := &recordingWork{}
+	e.use(e.driverWith(func(o *Options) { o.Work = w }))
+	l := e.acquire(nil)
+	e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Status: 500})
+	_, err := e.call("environmentDestroyLease", e.leaseParams(l, nil))
+	require.Error(t, err, "no receipt without a confirmed delete")
+	require.Equal(t, 1, w.count("close"))
+	e.expectLive(*l.ProviderLeaseID)
+	require.Equal(t, 1, e.d.idle.report().Allocations, "still allocated")
+}
+
+func TestStopErrorMessagesAreSecretFree(t *testing.T) {
+	for _, reason := range []string{StopUnrecoverable, StopErrorAfterRecover, StopRecoverUnfinished} {
+		err := error(&StopError{ProviderLeaseID: "sb-1", Reason: reason, cause: errors.New("provider said: key=test-api-key")})
+		require.Contains(t, err.Error(), "sb-1")
+		require.NotContains(t, err.Error(), "test-api-key")
+		require.Contains(t, err.Error(), "preserved")
+	}
+}
+
+func TestDestroyWaitsOutATransitionInProgress(t *testing.T) {
+	// Daytona auto-stops the sandbox as the host destroys the lease: the
+	// delete is refused with 409 until the stop settles.
+	e := newTestEnv(t, map[string]any{"reuseLease": true})
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	release := e.srv.HoldTransitions(id)
+	require.NoError(t, e.srv.StopSandbox(id))
+	e.srv.ResetRequests()
+	done := e.async("environmentDestroyLease", e.leaseParams(l, nil))
+	e.awaitRequests("DELETE", rSandbox, 1)
+	e.awaitRequests("GET", rSandbox, 2) // waiting for the stop to settle
+	require.Equal(t, "stopping", e.state(id))
+	release()
+	r := wait(t, done)
+	require.NoError(t, r.err)
+	require.JSONEq(t, receiptJSON(id, "destroyed"), string(r.raw))
+	require.Equal(t, 2, e.srv.CountRequests("DELETE", rSandbox))
+	e.expectLive()
+}
