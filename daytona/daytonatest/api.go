@@ -30,6 +30,9 @@ var apiRoutes = mkRoutes([]route{
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autostop/{interval}", h: apiInterval("autostop")},
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autoarchive/{interval}", h: apiInterval("autoarchive")},
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autodelete/{interval}", h: apiInterval("autodelete")},
+	// Not in the v0.190.0 documents: the proposed wall-clock lifetime of
+	// plugin-behavior.md §13.12 (see proposedRoutes).
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/ttl/{interval}", h: apiInterval("ttl")},
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/public/{isPublic}", h: apiPublic},
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/network-settings", h: apiNetwork},
 	{method: "POST", tmpl: "/sandbox/{sandboxId}/last-activity", h: apiLastActivity},
@@ -119,6 +122,9 @@ type sandboxDTO struct {
 	DaemonVersion       string             `json:"daemonVersion"`
 	RunnerID            string             `json:"runnerId"`
 	ToolboxProxyURL     string             `json:"toolboxProxyUrl"`
+	// AutoDestroyAt is the proposed wall-clock expiry (§13.12); absent
+	// without a TTL.
+	AutoDestroyAt string `json:"autoDestroyAt,omitempty"`
 }
 
 func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
@@ -134,6 +140,9 @@ func (sb *sandbox) dtoLocked(full bool, toolboxURL string) sandboxDTO {
 		AutoDeleteInterval: sb.autoDelete, CreatedAt: isoTime(sb.createdAt), UpdatedAt: isoTime(sb.updatedAt),
 		LastActivityAt: isoTime(sb.lastActivity), SandboxClass: "container", DaemonVersion: daemonVersion,
 		RunnerID: "runner-daytonatest", ToolboxProxyURL: toolboxURL,
+	}
+	if !sb.autoDestroyAt.IsZero() {
+		d.AutoDestroyAt = isoTime(sb.autoDestroyAt)
 	}
 	if full {
 		env := copyMap(sb.env)
@@ -195,8 +204,10 @@ type createReq struct {
 	AutoStopInterval    *int              `json:"autoStopInterval"`
 	AutoArchiveInterval *int              `json:"autoArchiveInterval"`
 	AutoDeleteInterval  *int              `json:"autoDeleteInterval"`
-	Volumes             []volume          `json:"volumes"`
-	BuildInfo           *struct {
+	// TTLMinutes is the proposed create field of §13.12.
+	TTLMinutes *int     `json:"ttlMinutes"`
+	Volumes    []volume `json:"volumes"`
+	BuildInfo  *struct {
 		DockerfileContent string   `json:"dockerfileContent"`
 		ContextHashes     []string `json:"contextHashes"`
 	} `json:"buildInfo"`
@@ -285,6 +296,9 @@ func apiCreate(c *call) {
 		if sb.autoDelete < 0 {
 			sb.autoDelete = -1
 		}
+	}
+	if req.TTLMinutes != nil && *req.TTLMinutes > 0 {
+		sb.autoDestroyAt = s.cfg.now().Add(time.Duration(*req.TTLMinutes) * time.Minute)
 	}
 	sb.volumes = req.Volumes
 	first, rest := StateCreating, []string{StateStarted}
@@ -596,6 +610,18 @@ func apiInterval(kind string) handlerFunc {
 				v = -1
 			}
 			c.applySetter(http.StatusCreated, func(sb *sandbox) { sb.autoDelete = v })
+		case "ttl":
+			if v < 0 {
+				c.apiErr(http.StatusBadRequest, "TTL must be non-negative")
+				return
+			}
+			now := c.s.cfg.now()
+			c.applySetter(http.StatusCreated, func(sb *sandbox) {
+				sb.autoDestroyAt = time.Time{}
+				if v > 0 {
+					sb.autoDestroyAt = now.Add(time.Duration(v) * time.Minute)
+				}
+			})
 		}
 	}
 }

@@ -404,3 +404,24 @@ func TestRunAutoLifecycle(t *testing.T) {
 	assert.Equal(t, 1, c.srv.RunAutoLifecycle(now.Add(8*24*time.Hour)))
 	require.NoError(t, c.srv.AwaitState(ctxT(t), short.ID, "archived"))
 }
+
+func TestProposedTTL(t *testing.T) {
+	c := newTC(t)
+	sb := c.create(map[string]any{"name": "ttl-box", "ttlMinutes": 30})
+	st, b := c.api("GET", "/sandbox/"+sb.ID, nil)
+	require.Equal(t, 200, st)
+	at, err := time.Parse(time.RFC3339, decode[map[string]any](t, b)["autoDestroyAt"].(string))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(30*time.Minute), at, time.Minute)
+
+	st, _ = c.api("POST", "/sandbox/ttl-box/ttl/5", nil)
+	require.Equal(t, 201, st)
+	_, b = c.api("GET", "/sandbox/ttl-box", nil)
+	at, err = time.Parse(time.RFC3339, decode[map[string]any](t, b)["autoDestroyAt"].(string))
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(5*time.Minute), at, time.Minute)
+
+	plain := c.create(map[string]any{"name": "no-ttl"})
+	_, b = c.api("GET", "/sandbox/"+plain.ID, nil)
+	require.NotContains(t, decode[map[string]any](t, b), "autoDestroyAt")
+}

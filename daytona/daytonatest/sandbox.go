@@ -72,6 +72,7 @@ type sandbox struct {
 	autoStop         int
 	autoArchive      int
 	autoDelete       int
+	autoDestroyAt    time.Time // proposed wall-clock expiry (§13.12); zero = none
 	build            *buildInfo
 	volumes          []volume
 	createdAt        time.Time
