@@ -1,0 +1,277 @@
+package provider
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/stretchr/testify/require"
+)
+
+// The in-process concurrency model (plugin-behavior.md §5, §6.4) and idle
+// evidence (§13.10).
+
+func TestHandleCacheSingleFlightsConcurrentMisses(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	e.use(e.newDriver()) // nothing cached
+	gate := make(chan struct{})
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Gate: gate})
+	e.srv.ResetRequests()
+	a := e.async("environmentRealizeWorkspace", e.realizeParams(l))
+	b := e.async("environmentRealizeWorkspace", e.realizeParams(l))
+	e.awaitRequests("GET", rSandbox, 1)
+	awaitScope(t, e.d, e.scopeOf(id), func(st *scopeState) bool { return st.activities == 2 })
+	close(gate)
+	require.NoError(t, wait(t, a).err)
+	require.NoError(t, wait(t, b).err)
+	require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "one client.get for both")
+	// Warm: no read at all.
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox))
+}
+
+func TestHandleCacheIsNotSharedAcrossScopes(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	e.srv.ResetRequests()
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Zero(t, e.srv.CountRequests("GET", rSandbox), "acquire-seeded")
+	for i, kv := range [][]any{{"companyId", "company-2"}, {"environmentId", "env-2"}} {
+		p := with(e.realizeParams(l), kv...)
+		_, err := e.call("environmentRealizeWorkspace", p)
+		require.NoError(t, err)
+		require.Equal(t, i+1, e.srv.CountRequests("GET", rSandbox), "%v: its own lookup", kv)
+	}
+	// Another account (same key, another Daytona endpoint) naming the same
+	// sandbox id gets nothing from this account's cache.
+	other := daytonatest.NewServer(t, daytonatest.WithAPIKey(e.srv.APIKey()))
+	p := e.realizeParams(l)
+	p["config"] = with(p["config"].(map[string]any), "apiUrl", other.URL())
+	_, err = e.call("environmentRealizeWorkspace", p)
+	require.ErrorIs(t, err, daytona.ErrNotFound)
+	require.Equal(t, 1, other.CountRequests("GET", rSandbox), "looked up on its own endpoint")
+	for k := range e.d.handles.m {
+		require.NotContains(t, string(k), e.srv.APIKey(), "no credentials in cache keys")
+	}
+	e.expectLive(id)
+}
+
+func TestHandleCacheDoesNotCacheAFailedPopulate(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	e.use(e.newDriver())
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Status: 404, Times: 1})
+	e.srv.ResetRequests()
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.ErrorIs(t, err, daytona.ErrNotFound)
+	_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Equal(t, 2, e.srv.CountRequests("GET", rSandbox), "the next lookup re-fetches")
+}
+
+func TestHandleCacheRejectsAHandleOfAnotherSandbox(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	e.use(e.newDriver())
+	other := e.dto(id, func(sb *daytona.Sandbox) { sb.ID = "sandbox-other" })
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Status: 200, Body: other, Times: 1})
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.ErrorContains(t, err, "handle mismatch")
+	require.Nil(t, e.d.handles.m[e.scopeOf(id)])
+}
+
+// clocked is an env whose driver runs on a fake clock; the lease is acquired
+// through it so the handle is seeded at the clock's time.
+func clocked(t *testing.T, cfg map[string]any) (*testEnv, *fakeClock, lease) {
+	e := newTestEnv(t, cfg)
+	clock := newFakeClock()
+	e.use(e.driverWith(func(o *Options) { o.Now = clock.Now }))
+	l := e.acquire(nil)
+	e.srv.ResetRequests()
+	return e, clock, l
+}
+
+func TestStaleHandleIsRefreshedAfterHalfTheAutoStopInterval(t *testing.T) {
+	e, clock, l := clocked(t, nil) // auto-stop 15 min: threshold 7.5 min
+	clock.Advance(7*time.Minute + 29*time.Second)
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Zero(t, e.srv.CountRequests("GET", rSandbox), "within the window")
+	// The realize refreshed freshness: another 7.5 min from now.
+	clock.Advance(7*time.Minute + 29*time.Second)
+	_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Zero(t, e.srv.CountRequests("GET", rSandbox))
+	clock.Advance(7*time.Minute + 30*time.Second)
+	_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "refreshed at the threshold")
+}
+
+func TestStaleRefreshRestartsAProviderStoppedSandbox(t *testing.T) {
+	e, clock, l := clocked(t, nil)
+	id := *l.ProviderLeaseID
+	require.NoError(t, e.srv.StopSandbox(id)) // Daytona's auto-stop
+	e.await(id, "stopped")
+	clock.Advance(8 * time.Minute)
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Equal(t, 1, e.srv.CountRequests("POST", rStart))
+	require.Equal(t, "started", e.state(id))
+}
+
+func TestNoStaleRefreshWhenAutoStopIsDisabled(t *testing.T) {
+	e, clock, l := clocked(t, map[string]any{"autoStopInterval": 0})
+	clock.Advance(24 * time.Hour)
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Zero(t, e.srv.CountRequests("GET", rSandbox))
+}
+
+func TestWarmFloorDoesNotExtendTheStaleThreshold(t *testing.T) {
+	// Effective auto-stop 20 min, configured 15: refresh after 7.5 min.
+	e, clock, l := clocked(t, map[string]any{"reuseLease": true, "warmRunnerIdleTimeoutMs": 900000})
+	require.Equal(t, 20, e.info(*l.ProviderLeaseID).AutoStopInterval)
+	clock.Advance(7*time.Minute + 30*time.Second)
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox))
+}
+
+func TestFailedStaleRefreshEvictsAndFailsClosed(t *testing.T) {
+	e, clock, l := clocked(t, nil)
+	k := e.scopeOf(*l.ProviderLeaseID)
+	clock.Advance(8 * time.Minute)
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Status: 503, Times: 3})
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.ErrorContains(t, err, "503")
+	require.Nil(t, e.d.handles.m[k], "evicted")
+	require.Zero(t, e.srv.CountRequests("POST", rNewFolder), "no work on an unverified handle")
+	_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Equal(t, 4, e.srv.CountRequests("GET", rSandbox), "the next lookup re-fetches")
+}
+
+func TestStalledStaleRefreshIsBounded(t *testing.T) {
+	e, clock, l := clocked(t, map[string]any{"livenessTimeoutMs": 50})
+	clock.Advance(8 * time.Minute)
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Hang: true, Times: 1})
+	_, err := e.call("environmentRealizeWorkspace", with(e.realizeParams(l), "config", with(e.cfg, "livenessTimeoutMs", 50)))
+	require.ErrorContains(t, err, `Daytona sandbox liveness call "sandbox.refreshData" did not respond within 50 ms`)
+}
+
+func TestOverlappingTeardownsKeepTheGateClosedUntilBothEnd(t *testing.T) {
+	var s scopes
+	k := makeScopeKey("daytona", "c", "e", "sb", "fp")
+	end1, end2 := s.beginTeardown(k), s.beginTeardown(k)
+	ran := make(chan struct{})
+	go func() {
+		_ = s.withActivity(context.Background(), k, "sb", true, func(context.Context) error { close(ran); return nil })
+	}()
+	end1()
+	end1() // idempotent: one end per teardown
+	s.mu.Lock()
+	require.Equal(t, 1, s.state(k).teardowns)
+	s.mu.Unlock()
+	select {
+	case <-ran:
+		t.Fatal("activity ran while a teardown was still open")
+	default:
+	}
+	end2()
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("activity never ran")
+	}
+	// Closed admission refuses work that does not allow it.
+	err := s.withActivity(context.Background(), k, "sb", false, func(context.Context) error { return nil })
+	require.EqualError(t, err, "Daytona sandbox lease sb is no longer active.")
+	// A scope never seen is not closed (a fresh worker serves old leases).
+	require.NoError(t, s.withActivity(context.Background(), makeScopeKey("daytona", "c", "e", "sb2", "fp"), "sb2", false,
+		func(context.Context) error { return nil }))
+}
+
+func TestHealthReportsIdleEvidence(t *testing.T) {
+	e := newTestEnv(t, nil)
+	idle := func() IdleReport { return e.d.Health().Details["idle"].(IdleReport) }
+	require.Equal(t, IdleReport{SleepAllowed: true}, idle())
+
+	a, b := e.acquire(nil), e.acquire(nil)
+	require.Equal(t, 2, idle().Allocations)
+	require.False(t, idle().SleepAllowed)
+
+	// In-flight hook and provider request.
+	gate := make(chan struct{})
+	e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
+	realize := e.async("environmentRealizeWorkspace", e.realizeParams(a))
+	e.awaitRequests("POST", rNewFolder, 1)
+	r := idle()
+	require.Equal(t, 1, r.PendingHooks)
+	require.Equal(t, 1, r.ProviderRequests)
+	close(gate)
+	require.NoError(t, wait(t, realize).err)
+	r = idle()
+	require.Zero(t, r.PendingHooks)
+	require.Zero(t, r.ProviderRequests)
+
+	// A confirmed destroy clears only its own scope's evidence.
+	_, err := e.call("environmentDestroyLease", e.leaseParams(a, nil))
+	require.NoError(t, err)
+	require.Equal(t, 1, idle().Allocations)
+	_, err = e.call("environmentReleaseLease", e.leaseParams(b, nil))
+	require.NoError(t, err)
+	require.Equal(t, IdleReport{SleepAllowed: true}, idle())
+
+	// An uncertain creation keeps the worker awake until it is resolved.
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Status: 503, Times: 1})
+	e.acquireErr(nil)
+	require.Equal(t, 1, idle().UncertainCleanups)
+	require.False(t, idle().SleepAllowed)
+}
+
+func TestHealthProviderRequestDuringAHang(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"reuseLease": true, "livenessTimeoutMs": 60000})
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	require.NoError(t, e.srv.SetError(id, daytonatest.MissingContainerReason(id), false))
+	f := e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Skip: 1, Hang: true, Times: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.callCtx(ctx, "environmentResumeLease", e.resumeParams(l, nil))
+		done <- err
+	}()
+	require.NoError(t, e.srv.Await(context.Background(), func() bool { return f.Hits() == 1 }))
+	r := e.d.Health().Details["idle"].(IdleReport)
+	require.GreaterOrEqual(t, r.ProviderRequests, 1, "the hanging read is evidence")
+	require.False(t, r.SleepAllowed)
+	cancel() // the host gives up
+	require.Error(t, <-done)
+	require.Zero(t, e.d.Health().Details["idle"].(IdleReport).ProviderRequests)
+}
+
+func TestOverlappingWorkKeepsAllocationEvidenceUntilAQuietReceipt(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	gate := make(chan struct{})
+	e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
+	realize := e.async("environmentRealizeWorkspace", e.realizeParams(l))
+	e.awaitRequests("POST", rNewFolder, 1)
+	_, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
+	require.NoError(t, err)
+	require.Equal(t, 1, e.d.idle.report().Allocations, "work overlapped the stop: not proof")
+	close(gate)
+	wait(t, realize)
+	_, err = e.call("environmentDestroyLease", e.leaseParams(l, nil))
+	require.NoError(t, err)
+	require.Zero(t, e.d.idle.report().Allocations, "a later quiet delete receipt clears it")
+}
