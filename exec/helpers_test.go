@@ -33,7 +33,7 @@ const (
 
 // env is one emulator, one started sandbox and a Runner aimed at it.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *daytonatest.Server
 	client *daytona.Client
 	sb     *daytona.Sandbox
@@ -49,7 +49,7 @@ func withFakeClock(o *cmdexec.Options) { o.Clock = exectest.NewFakeClock() }
 
 func withCap(n int64) envOpt { return func(o *cmdexec.Options) { o.OutputCap = n } }
 
-func newEnv(t *testing.T, opts ...envOpt) *env {
+func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	checkNoLeaks(t)
 	srv := daytonatest.NewServer(t)
@@ -81,7 +81,7 @@ func newEnv(t *testing.T, opts ...envOpt) *env {
 // checkNoLeaks fails the test if, once it ended, a goroutine of package
 // exec (or a log follow of the client) is still alive. Goroutines end
 // asynchronously after their cancel, so the check polls for a while.
-func checkNoLeaks(t *testing.T) {
+func checkNoLeaks(t testing.TB) {
 	t.Cleanup(func() {
 		deadline := time.Now().Add(5 * time.Second)
 		tick := time.NewTicker(5 * time.Millisecond)
@@ -295,7 +295,7 @@ func (e *env) wsCount() int {
 
 func (e *env) count(method, route string) int { return e.srv.CountRequests(method, route) }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -1,0 +1,117 @@
+package exec_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+)
+
+// BenchmarkCommandsPerLease measures sequential and parallel executes of a
+// trivial command on one lease, through the emulator's real bash session
+// (session path) or POST /process/execute (one-shot).
+func BenchmarkCommandsPerLease(b *testing.B) {
+	for _, c := range []struct {
+		name     string
+		bypass   bool
+		parallel bool
+	}{{"session/sequential", false, false}, {"session/parallel", false, true}, {"oneshot/sequential", true, false}, {"oneshot/parallel", true, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			e := newEnv(b)
+			req := cmdexec.Request{Command: "echo", Args: []string{"hi"}, Timeout: time.Minute, BypassSession: c.bypass}
+			// Open the session outside the measurement.
+			_, err := e.runner.Execute(b.Context(), e.target, req, nil)
+			require.NoError(b, err)
+			b.ResetTimer()
+			start := time.Now()
+			if c.parallel {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						res, err := e.runner.Execute(b.Context(), e.target, req, nil)
+						if err != nil || res.Stdout != "hi\n" {
+							b.Errorf("execute: %v %q", err, res.Stdout)
+						}
+					}
+				})
+			} else {
+				for i := 0; i < b.N; i++ {
+					res, err := e.runner.Execute(b.Context(), e.target, req, nil)
+					if err != nil || res.Stdout != "hi\n" {
+						b.Fatalf("execute: %v %q", err, res.Stdout)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cmds/s")
+		})
+	}
+}
+
+// BenchmarkStdout1MiB measures a result carrying 1 MiB of stdout (16 384
+// lines of 64 bytes), streamed live to a sink and reconciled with the final
+// snapshot, on the session path and one-shot.
+func BenchmarkStdout1MiB(b *testing.B) {
+	line := strings.Repeat("x", 63)
+	script := fmt.Sprintf("yes %s | head -n 16384", line)
+	for _, bypass := range []bool{false, true} {
+		b.Run(map[bool]string{false: "session", true: "oneshot"}[bypass], func(b *testing.B) {
+			e := newEnv(b)
+			req := cmdexec.Request{Command: "bash", Args: []string{"-c", script}, Timeout: time.Minute, BypassSession: bypass}
+			var streamed int
+			sink := func(_, text string) error { streamed += len(text); return nil }
+			b.SetBytes(1 << 20)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				streamed = 0
+				res, err := e.runner.Execute(b.Context(), e.target, req, sink)
+				if err != nil || len(res.Stdout) != 1<<20 || streamed != 1<<20 {
+					b.Fatalf("execute: %v, %d bytes, %d streamed", err, len(res.Stdout), streamed)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBaselineRawClient is the floor the runner is measured against:
+// the same work through the daytona client directly, without the command
+// script (no profile sourcing), without live forwarding or reconciliation
+// logic: a one-shot `echo hi`, and a session command printing 1 MiB that is
+// followed and then read back with one status read and one snapshot.
+func BenchmarkBaselineRawClient(b *testing.B) {
+	b.Run("oneshot-echo", func(b *testing.B) {
+		e := newEnv(b)
+		start := time.Now()
+		for i := 0; i < b.N; i++ {
+			res, _, err := e.client.Toolbox.Execute(b.Context(), e.target.Sandbox, &daytona.ExecuteRequest{Command: "echo hi", Timeout: 60})
+			if err != nil || res.Result != "hi\n" {
+				b.Fatalf("%v", err)
+			}
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cmds/s")
+	})
+	b.Run("session-1MiB", func(b *testing.B) {
+		e := newEnv(b)
+		_, err := e.client.Toolbox.CreateSession(b.Context(), e.target.Sandbox, "bench")
+		require.NoError(b, err)
+		cmd := fmt.Sprintf("yes %s | head -n 16384", strings.Repeat("x", 63))
+		b.SetBytes(1 << 20)
+		for i := 0; i < b.N; i++ {
+			r, _, err := e.client.Toolbox.ExecuteSessionCommand(b.Context(), e.target.Sandbox, "bench", &daytona.SessionExecuteRequest{Command: cmd, RunAsync: true})
+			require.NoError(b, err)
+			n := 0
+			err = e.client.Toolbox.FollowSessionCommandLogs(b.Context(), e.target.Sandbox, "bench", r.CmdID, nil, func(c daytona.LogChunk) error { n += len(c.Data); return nil })
+			require.NoError(b, err)
+			_, _, err = e.client.Toolbox.GetSessionCommand(b.Context(), e.target.Sandbox, "bench", r.CmdID)
+			require.NoError(b, err)
+			logs, _, err := e.client.Toolbox.GetSessionCommandLogs(b.Context(), e.target.Sandbox, "bench", r.CmdID, 0)
+			require.NoError(b, err)
+			if n != 1<<20 || len(logs.Stdout) != 1<<20 {
+				b.Fatalf("%d %d", n, len(logs.Stdout))
+			}
+		}
+	})
+}
