@@ -300,6 +300,7 @@ func (a *acquisition) setup(ctx context.Context, sb *daytona.Sandbox) (rpc.Lease
 	md := leaseMetadata(c.cfg, sb, ws, false, "", sentinel)
 	k := c.scope(p.EnvironmentBase, sb.ID)
 	a.d.scopes.open(k)
+	a.d.reopen(k)
 	a.d.handles.seed(k, sb)
 	return rpc.Lease{ProviderLeaseID: ptr(sb.ID), Metadata: md, ExpiresAt: expiresAt}, nil
 }

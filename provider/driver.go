@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -60,6 +61,7 @@ type Driver struct {
 	handles handles
 	idle    idle
 	work    LeaseWork
+	exec    *cmdexec.Runner
 }
 
 // New returns a Driver.
@@ -75,9 +77,10 @@ func New(o Options) *Driver {
 	if d.now == nil {
 		d.now = time.Now
 	}
+	d.exec = cmdexec.NewRunner(cmdexec.Options{Logger: d.log})
 	d.work = o.Work
 	if d.work == nil {
-		d.work = noWork{}
+		d.work = execWork{d.exec}
 	}
 	if d.retryW <= 0 {
 		d.retryW = 30 * time.Second
@@ -105,6 +108,9 @@ func (d *Driver) Register(reg *rpc.Registry) {
 	reg.Register("environmentDestroyLease", hook(d, d.destroy))
 	reg.Register("environmentStopLease", hook(d, d.stop))
 	reg.Register("environmentRealizeWorkspace", hook(d, d.realize))
+	reg.Register("environmentExecute", hook(d, d.execute))
+	reg.Register("environmentSyncIn", hook(d, d.syncIn))
+	reg.Register("environmentSyncOut", hook(d, d.syncOut))
 	reg.RegisterInline("health", func(context.Context, json.RawMessage) (any, error) { return d.Health(), nil })
 }
 

@@ -227,6 +227,7 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 	d.raiseWarmAutoStop(ctx, c, sb)
 	d.handles.seed(k, sb)
 	d.scopes.open(k)
+	d.reopen(k)
 	d.idle.allocate(k)
 	md := leaseMetadata(c.cfg, sb, setupResult{remoteCwd: remoteCwd, shell: shell}, true, resumedFrom, verdict)
 	md["sandboxState"] = string(daytona.StateStarted)

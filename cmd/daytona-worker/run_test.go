@@ -106,14 +106,7 @@ func TestManifestProfiles(t *testing.T) {
 // with later issues. The host never grants a capability whose methods are not
 // advertised, so declaring early is harmless; this list keeps it honest and
 // must shrink to empty as the methods arrive.
-var pendingCapabilities = map[string]string{
-	"persistentProcessSessions":  "issue #5 (execute)",
-	"independentControlCommands": "issue #5 (execute)",
-	"incrementalSessionOutput":   "issue #5 (execute)",
-	"nativeSyncIn":               "issue #6 (sync)",
-	"nativeSyncOut":              "issue #6 (sync)",
-	"concurrentSyncOperations":   "issue #6 (sync)",
-}
+var pendingCapabilities = map[string]string{}
 
 func TestDeclaredCapabilitiesAreBackedByMethods(t *testing.T) {
 	reg := productRegistry(slog.New(slog.DiscardHandler))

@@ -1,0 +1,106 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+	"github.com/daytonaworker/daytona-worker/rpc"
+)
+
+// answerMargin is how long before the host's own timeout (command timeout +
+// 30 s, protocol.md §2.4) the worker stops waiting, so the host always gets
+// an answer rather than a timeout.
+const answerMargin = 15 * time.Second
+
+// execWork adapts the command runner to the teardown side of [LeaseWork].
+type execWork struct{ r *cmdexec.Runner }
+
+func (w execWork) Cancel(k string)                           { w.r.CancelLease(k) }
+func (w execWork) Close(ctx context.Context, k string) error { return w.r.CloseLease(ctx, k) }
+func (w execWork) Forget(k string)                           { w.r.ForgetSessions(k) }
+func (w execWork) Reopen(k string)                           { w.r.ReopenLease(k) }
+
+// reopen lifts a cancellation tombstone of the command runner when a lease
+// becomes active again (acquire, resume).
+func (d *Driver) reopen(k scopeKey) {
+	if r, ok := d.work.(interface{ Reopen(string) }); ok {
+		r.Reopen(string(k))
+	}
+}
+
+func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteResult, error) {
+	leaseID := deref(p.Lease.ProviderLeaseID)
+	if leaseID == "" {
+		// The reference answers a result, not an error.
+		return rpc.ExecuteResult{ExitCode: ptr(1), Stderr: "Daytona execute requires a sandbox lease id.\n"}, nil
+	}
+	c, err := d.connect(p.Config)
+	if err != nil {
+		return rpc.ExecuteResult{}, err
+	}
+	k := c.scope(p.EnvironmentBase, leaseID)
+	timeoutMs := ResolveTimeoutMs(p.TimeoutMs, c.cfg)
+	timeout := time.Duration(timeoutMs) * time.Millisecond
+	ctx, cancel := context.WithTimeout(ctx, timeout+answerMargin)
+	defer cancel()
+	cwd := deref(p.Cwd)
+	if cwd == "" {
+		cwd, _ = p.Lease.Metadata["remoteCwd"].(string)
+	}
+	req := cmdexec.Request{Command: p.Command, Args: p.Args, Cwd: cwd, Env: p.Env, Stdin: p.Stdin,
+		Timeout: timeout, BypassSession: p.BypassSession}
+	sink := func(stream, text string) error { return rpc.ExecuteLog(ctx, rpc.LogStream(stream), text) }
+
+	var res cmdexec.Result
+	var hit bool
+	var getDuration time.Duration
+	err = d.scopes.withActivity(ctx, k, leaseID, false, func(ctx context.Context) error {
+		start := d.now()
+		sb, h, err := d.sandbox(ctx, c, k, leaseID)
+		getDuration, hit = d.now().Sub(start), h
+		if err != nil {
+			return err
+		}
+		if sb.State != daytona.StateStarted {
+			d.work.Forget(string(k)) // a restart destroyed the session
+			if sb, err = d.ensureStarted(ctx, c, sb); err != nil {
+				d.handles.evict(k)
+				return err
+			}
+			d.handles.seed(k, sb)
+		}
+		res, err = d.exec.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, sink)
+		if err == nil && !res.TimedOut {
+			d.handles.markFresh(k) // only success proves the sandbox is alive
+		}
+		return err
+	})
+	if errors.Is(err, cmdexec.ErrLeaseNotActive) {
+		return rpc.ExecuteResult{}, &LeaseInactiveError{LeaseID: leaseID}
+	}
+	if errors.Is(err, cmdexec.ErrInvalidEnvKey) || errors.Is(err, cmdexec.ErrInvalidRequest) {
+		return rpc.ExecuteResult{}, rpc.InvalidParams("%v", err)
+	}
+	if err != nil {
+		return rpc.ExecuteResult{}, err
+	}
+	md := res.Metadata
+	if md == nil {
+		md = map[string]any{}
+	}
+	md["cacheHit"] = hit
+	md["getDurationMs"] = getDuration.Milliseconds()
+	return rpc.ExecuteResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Stdout: res.Stdout, Stderr: res.Stderr, Metadata: md}, nil
+}
+
+// shellOf is the lease's shell for host-built scripts (bash or sh).
+func shellOf(md map[string]any) string {
+	if s, _ := md["shellCommand"].(string); strings.TrimSpace(s) == "bash" {
+		return "bash"
+	}
+	return "sh"
+}
