@@ -353,16 +353,17 @@ async function runWorker() {
     const methods = handle.supportedMethods;
     info(`supportedMethods (${Array.isArray(methods) ? methods.length : "?"}): ${JSON.stringify(methods)}`);
     check("supportedMethods: distinct host-known methods, lifecycle methods listed", checkSupportedMethods(methods));
-    // Effective capabilities (protocol.md §7): declared ∩ verified. Printed,
-    // not checked, while the provider methods are still being written; a
-    // later step can require `unverified` to be empty.
+    // Effective capabilities (protocol.md §7): declared ∩ verified, as the
+    // host computes them. Every declared capability must be verified.
     const driver = manifest.environmentDrivers?.[0];
     if (driver) {
       const declared = resolveDeclaredSandboxCapabilities(driver);
       const { effective, unverified } = effectiveCapabilities(declared, methods);
       ctx.capabilities = { declared, effective, unverified };
       const on = Object.keys(effective).filter((k) => effective[k]);
-      info(`effective sandbox capabilities: ${on.length > 0 ? on.join(", ") : "none"}; declared but not yet backed by advertised methods: ${unverified.join(", ") || "none"}`);
+      info(`effective sandbox capabilities: ${on.length > 0 ? on.join(", ") : "none"}`);
+      check("every declared sandbox capability is verified by the advertised methods",
+        unverified.length === 0 ? undefined : `declared but not backed: ${unverified.join(", ")}`);
     }
   }
 
@@ -374,7 +375,7 @@ async function runWorker() {
     }
     ctx.logChunks = [];
     const timeoutMs = typeof step.timeoutMs === "function" ? step.timeoutMs(ctx) : step.timeoutMs;
-    const sink = step.logSink ? (chunk) => ctx.logChunks.push(chunk) : undefined;
+    const sink = step.logSink ? (stream, chunk) => ctx.logChunks.push({ stream, chunk }) : undefined;
     const started = performance.now();
     let value;
     let error;

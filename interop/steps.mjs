@@ -11,7 +11,7 @@
 //               omitted = the manager's 30 s default
 //   expectError optional: the JSON-RPC error code the call must fail with
 //   logSink     optional: true to pass an execute-log sink like executeRpc
-//               does; the chunks land in ctx.logChunks (reset per step)
+//               does; {stream, chunk} entries land in ctx.logChunks (reset per step)
 //   skip(ctx)   optional: return a reason string to skip the step
 //   check(value, ctx)
 //               value is the result (or the JsonRpcCallError when
@@ -38,6 +38,9 @@
 //     },
 //   }
 
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
 import { HOST_TO_WORKER_OPTIONAL_METHODS, HOST_TO_WORKER_REQUIRED_METHODS } from "@paperclipai/plugin-sdk";
 
 /** The base params of every environment method but validate (protocol.md §3.1). */
@@ -201,6 +204,76 @@ export const steps = [
     timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
     check(result, ctx) {
       return result?.cwd === ctx.state.lease.metadata.remoteCwd ? undefined : `cwd ${JSON.stringify(result?.cwd)}`;
+    },
+  },
+  {
+    name: "environmentExecute streams execute.log chunks that prefix the final output",
+    method: "environmentExecute",
+    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, command: "bash",
+      args: ["-c", "for i in $(seq 1 200); do echo \"line $i é😀\"; done; echo done >&2; exit 7"], timeoutMs: 60_000 }),
+    timeoutMs: (ctx) => executeRpc(60_000, ctx.state.leaseConfig),
+    logSink: true,
+    check(result, ctx) {
+      if (result?.exitCode !== 7 || result?.timedOut !== false) return `exitCode ${result?.exitCode} timedOut ${result?.timedOut}`;
+      const want = Array.from({ length: 200 }, (_, i) => `line ${i + 1} é😀\n`).join("");
+      if (result.stdout !== want) return `stdout differs (${result.stdout.length} chars)`;
+      if (result.stderr !== "done\n") return `stderr ${JSON.stringify(result.stderr)}`;
+      if (ctx.logChunks.length === 0) return "no execute.log chunk reached the host";
+      for (const stream of ["stdout", "stderr"]) {
+        const live = ctx.logChunks.filter((c) => c.stream === stream).map((c) => c.chunk).join("");
+        if (!result[stream].startsWith(live)) return `streamed ${stream} is not a prefix of the final ${stream}`;
+      }
+    },
+  },
+  {
+    name: "environmentSyncIn uploads a tree and runs its post-upload command",
+    method: "environmentSyncIn",
+    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    params: (ctx) => {
+      const src = fs.mkdtempSync(path.join(os.tmpdir(), "interop-sync-in-"));
+      fs.mkdirSync(path.join(src, "dir", "empty"), { recursive: true });
+      fs.writeFileSync(path.join(src, "dir", "hello.txt"), "hello from the host\n");
+      fs.writeFileSync(path.join(src, "secret.txt"), "s3cret\n", { mode: 0o600 });
+      ctx.state.syncSrc = src;
+      ctx.state.syncRemote = `${ctx.state.lease.metadata.remoteCwd}/interop-sync`;
+      return { ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, operations: [{
+        operationId: "interop-in",
+        files: [{ sourcePath: src, targetPath: ctx.state.syncRemote, kind: "directory" }],
+        postUploadCommands: [{ command: "test -f interop-sync/dir/hello.txt && echo ok > interop-sync/post-upload.txt" }],
+      }] };
+    },
+    timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
+    check(result) {
+      const op = result?.operations?.[0];
+      if (op?.operationId !== "interop-in" || !(op.filesTransferred >= 2)) return `result ${JSON.stringify(result)}`;
+    },
+  },
+  {
+    name: "environmentSyncOut downloads it back intact",
+    method: "environmentSyncOut",
+    skip: (ctx) => (ctx.state.syncRemote ? undefined : "no syncIn"),
+    params: (ctx) => {
+      ctx.state.syncOut = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "interop-sync-out-")), "tree");
+      return { ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, operations: [{
+        operationId: "interop-out", files: [{ sourcePath: ctx.state.syncRemote, targetPath: ctx.state.syncOut, kind: "directory" }],
+      }] };
+    },
+    timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
+    check(result, ctx) {
+      try {
+        const out = ctx.state.syncOut;
+        if (fs.readFileSync(path.join(out, "dir", "hello.txt"), "utf8") !== "hello from the host\n") return "hello.txt differs";
+        if (fs.readFileSync(path.join(out, "post-upload.txt"), "utf8") !== "ok\n") return "post-upload command output missing";
+        if (!fs.statSync(path.join(out, "dir", "empty")).isDirectory()) return "empty directory lost";
+        if ((fs.statSync(path.join(out, "secret.txt")).mode & 0o777) !== 0o600) return "mode of secret.txt not kept";
+      } catch (err) {
+        return err.message;
+      } finally {
+        fs.rmSync(ctx.state.syncSrc, { recursive: true, force: true });
+        fs.rmSync(path.dirname(ctx.state.syncOut), { recursive: true, force: true });
+      }
+      if (result?.operations?.[0]?.operationId !== "interop-out") return `result ${JSON.stringify(result)}`;
     },
   },
   {
