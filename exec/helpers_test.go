@@ -283,10 +283,13 @@ func (e *env) lastDispatch() daytonatest.Dispatch {
 	return ds[len(ds)-1]
 }
 
+// wsCount counts follow connections (log GETs with follow=true).
 func (e *env) wsCount() int {
 	n := 0
 	for _, r := range e.srv.Requests() {
-		if r.Route == rLogs && r.WebSocket {
+		// Counted on arrival (the WebSocket flag is only set when the
+		// server's handler has returned, which may be after Execute).
+		if r.Route == rLogs && strings.Contains(r.Query, "follow=true") {
 			n++
 		}
 	}
