@@ -1,0 +1,327 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/stretchr/testify/require"
+)
+
+// Every fault kind the emulator injects, on every provider step of
+// acquire, resume, release, destroy and stop, against the outcome rules:
+//
+//   - a lease or a receipt only when Daytona confirmed the step;
+//   - otherwise an error (resume: phrased so the host retries it), or the
+//     creation-cleanup envelope when an allocation may exist and its
+//     deletion is not confirmed;
+//   - never a leaked sandbox: after each case the emulator holds exactly the
+//     sandboxes the outcome accounts for (the lease's, or the envelope's);
+//   - never a deletion on resume or stop, and never of a sandbox that is not
+//     proven ours.
+//
+// Each fault applies once (Times 1), as a transient provider problem would,
+// except where a step's retries would hide it (noted per step).
+
+// faultKinds are the emulator's reply faults.
+var faultKinds = map[string]daytonatest.Fault{
+	"500":   {Status: 500},
+	"429":   {Status: 429, Header: http.Header{"Retry-After": {"1"}}},
+	"hang":  {Hang: true},
+	"drop":  {Drop: true},
+	"delay": {Delay: 50 * time.Millisecond},
+}
+
+// Outcomes.
+const (
+	wantLease     = "lease"
+	wantError     = "error"
+	wantEnvelope  = "envelope"
+	wantStopped   = "stopped"
+	wantDestroyed = "destroyed"
+	wantExpired   = "expired"
+)
+
+// Live sets after the case.
+const (
+	liveNone     = "none"     // nothing left
+	liveLease    = "lease"    // the lease's sandbox, preserved
+	liveObserved = "observed" // the envelope's observed sandbox, handed to the host
+	liveNamed    = "named"    // an allocation the envelope names but never observed
+)
+
+type outcome struct{ want, live string }
+
+type faultStep struct {
+	op     string // acquire, resume, release, release-reusable, destroy, stop
+	name   string
+	fault  daytonatest.Fault // Method, Route, Skip
+	expect map[string]outcome
+}
+
+// faultConfig keeps every bound short: the acquire budget is timeoutMs, the
+// bounded reads are livenessTimeoutMs.
+var faultConfig = map[string]any{"timeoutMs": 2000, "livenessTimeoutMs": 300}
+
+// hostDeadline is the host's RPC deadline in hang cases whose worker bound
+// (timeoutMs + 5 s for stop and delete) is longer than a test should wait:
+// the outcome rules must hold when the host gives up first.
+const hostDeadline = 1500 * time.Millisecond
+
+var faultSteps = []faultStep{
+	{op: "acquire", name: "create", fault: daytonatest.Fault{Method: "POST", Route: rCreate}, expect: map[string]outcome{
+		// Not allocated, but a 5xx, a hang or a lost connection cannot prove
+		// that: the never-observed name is reported, not guessed.
+		"500":   {wantEnvelope, liveNone},
+		"429":   {wantError, liveNone}, // a refusal: nothing allocated (create is never retried)
+		"hang":  {wantEnvelope, liveNone},
+		"drop":  {wantEnvelope, liveNone},
+		"delay": {wantLease, liveLease},
+	}},
+	{op: "acquire", name: "create performed", fault: daytonatest.Fault{Method: "POST", Route: rCreate, Perform: true}, expect: map[string]outcome{
+		// Allocated, reply lost: found by exact name and labels, deleted.
+		// (A performed 429 is not modelled: Daytona's throttler answers 429
+		// before the request is handled, so a 429 create allocated nothing.)
+		"500":  {wantError, liveNone},
+		"hang": {wantEnvelope, liveNamed}, // the late reply is never observed
+		"drop": {wantError, liveNone},
+	}},
+	{op: "acquire", name: "workspace setup", fault: daytonatest.Fault{Route: rExecute}, expect: map[string]outcome{
+		"500":   {wantError, liveNone}, // deleted inline, original error kept
+		"429":   {wantError, liveNone},
+		"hang":  {wantEnvelope, liveObserved}, // budget spent: nothing more happens, the host journals it
+		"drop":  {wantError, liveNone},
+		"delay": {wantLease, liveLease},
+	}},
+	{op: "acquire", name: "inline delete after failed setup", fault: daytonatest.Fault{Method: "DELETE", Route: rSandbox}, expect: map[string]outcome{
+		"500":   {wantEnvelope, liveObserved},
+		"429":   {wantError, liveNone}, // retried (idempotent) and confirmed
+		"hang":  {wantEnvelope, liveObserved},
+		"drop":  {wantError, liveNone}, // retried (idempotent) and confirmed
+		"delay": {wantError, liveNone},
+	}},
+	{op: "resume", name: "read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
+		"500":   {wantError, liveLease}, // 500 is not retried by the client
+		"429":   {wantLease, liveLease}, // retried
+		"hang":  {wantError, liveLease},
+		"drop":  {wantLease, liveLease}, // retried
+		"delay": {wantLease, liveLease},
+	}},
+	{op: "resume", name: "start", fault: daytonatest.Fault{Route: rStart}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantLease, liveLease}, // retried after Retry-After
+		"hang":  {wantError, liveLease},
+		"drop":  {wantError, liveLease},
+		"delay": {wantLease, liveLease},
+	}},
+	{op: "resume", name: "sentinel", fault: daytonatest.Fault{Route: rExecute}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantError, liveLease}, // commands are never re-sent
+		"hang":  {wantError, liveLease},
+		"drop":  {wantError, liveLease},
+		"delay": {wantLease, liveLease},
+	}},
+	{op: "release", name: "fresh read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantError, liveLease}, // Retry-After (1 s) does not fit the 300 ms liveness bound
+		"hang":  {wantError, liveLease}, // bounded by livenessTimeoutMs
+		"drop":  {wantDestroyed, liveNone},
+		"delay": {wantDestroyed, liveNone},
+	}},
+	{op: "release", name: "delete", fault: daytonatest.Fault{Method: "DELETE", Route: rSandbox}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantDestroyed, liveNone},
+		"hang":  {wantError, liveLease},
+		"drop":  {wantDestroyed, liveNone},
+		"delay": {wantDestroyed, liveNone},
+	}},
+	{op: "release", name: "wait for destruction", fault: daytonatest.Fault{Method: "GET", Route: rSandbox, Skip: 1}, expect: map[string]outcome{
+		"500":   {wantError, liveNone}, // deleted, but not confirmed: no receipt (the host's destroy retry confirms)
+		"429":   {wantDestroyed, liveNone},
+		"hang":  {wantError, liveNone},
+		"drop":  {wantDestroyed, liveNone},
+		"delay": {wantDestroyed, liveNone},
+	}},
+	{op: "release-reusable", name: "stop", fault: daytonatest.Fault{Route: rStop}, expect: map[string]outcome{
+		"500":   {wantDestroyed, liveNone}, // falls back to delete-and-wait
+		"429":   {wantStopped, liveLease},
+		"hang":  {wantError, liveLease}, // the host's deadline ends it first: no receipt, nothing deleted
+		"drop":  {wantDestroyed, liveNone},
+		"delay": {wantStopped, liveLease},
+	}},
+	{op: "destroy", name: "delete", fault: daytonatest.Fault{Method: "DELETE", Route: rSandbox}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantDestroyed, liveNone},
+		"hang":  {wantError, liveLease},
+		"drop":  {wantDestroyed, liveNone},
+		"delay": {wantDestroyed, liveNone},
+	}},
+	{op: "destroy", name: "wait for destruction", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
+		"500":   {wantError, liveNone},
+		"429":   {wantDestroyed, liveNone},
+		"hang":  {wantError, liveNone},
+		"drop":  {wantDestroyed, liveNone},
+		"delay": {wantDestroyed, liveNone},
+	}},
+	{op: "stop", name: "read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantStopped, liveLease},
+		"hang":  {wantError, liveLease},
+		"drop":  {wantStopped, liveLease},
+		"delay": {wantStopped, liveLease},
+	}},
+	{op: "stop", name: "disable auto-delete", fault: daytonatest.Fault{Route: rAutodel}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantError, liveLease}, // Retry-After does not fit the liveness bound
+		"hang":  {wantError, liveLease},
+		"drop":  {wantError, liveLease},
+		"delay": {wantStopped, liveLease},
+	}},
+	{op: "stop", name: "confirm read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox, Skip: 1}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantError, liveLease}, // Retry-After does not fit the liveness bound
+		"hang":  {wantError, liveLease},
+		"drop":  {wantStopped, liveLease},
+		"delay": {wantStopped, liveLease},
+	}},
+	{op: "stop", name: "stop", fault: daytonatest.Fault{Route: rStop}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantStopped, liveLease},
+		"hang":  {wantError, liveLease},
+		"drop":  {wantError, liveLease},
+		"delay": {wantStopped, liveLease},
+	}},
+}
+
+func TestFaultMatrix(t *testing.T) {
+	for _, step := range faultSteps {
+		for kind, exp := range step.expect {
+			t.Run(step.op+"/"+step.name+"/"+kind, func(t *testing.T) {
+				t.Parallel()
+				runFaultCase(t, step, kind, exp)
+			})
+		}
+	}
+}
+
+func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
+	cfg := with(faultConfig, "reuseLease", step.op == "resume" || step.op == "release-reusable")
+	e := newTestEnv(t, cfg)
+	f := faultKinds[kind]
+	f.Method, f.Route, f.Skip, f.Perform, f.Times = step.fault.Method, step.fault.Route, step.fault.Skip, step.fault.Perform, 1
+
+	var l lease
+	var id string
+	if step.op != "acquire" {
+		l = e.acquire(nil)
+		id = *l.ProviderLeaseID
+		if step.op == "resume" {
+			require.NoError(t, e.srv.StopSandbox(id))
+			e.await(id, "stopped")
+		}
+	}
+	if step.name == "inline delete after failed setup" {
+		e.srv.Inject(daytonatest.Fault{Route: rExecute, Status: 500, Times: 1})
+	}
+	h := e.srv.Inject(f)
+	e.srv.ResetRequests()
+
+	var raw json.RawMessage
+	var err error
+	call := e.call
+	if kind == "hang" && step.op != "acquire" && step.op != "resume" {
+		call = func(method string, params any) (json.RawMessage, error) {
+			ctx, cancel := context.WithTimeout(context.Background(), hostDeadline)
+			defer cancel()
+			return e.callCtx(ctx, method, params)
+		}
+	}
+	switch step.op {
+	case "acquire":
+		p := with(e.base(nil), "runId", "run-1", "agentId", "agent-1", "executionWorkspaceId", "ws-1")
+		raw, err = call("environmentAcquireLease", p)
+	case "resume":
+		raw, err = call("environmentResumeLease", e.resumeParams(l, nil))
+	case "release", "release-reusable":
+		raw, err = call("environmentReleaseLease", e.leaseParams(l, nil))
+	case "destroy":
+		raw, err = call("environmentDestroyLease", e.leaseParams(l, nil))
+	case "stop":
+		raw, err = call("environmentStopLease", e.leaseParams(l, nil))
+	}
+	require.Equal(t, 1, h.Hits(), "the fault applied")
+
+	var ce *cleanup.Error
+	switch exp.want {
+	case wantLease:
+		require.NoError(t, err)
+		got := decode[lease](t, raw)
+		require.NotNil(t, got.ProviderLeaseID)
+		id = *got.ProviderLeaseID
+	case wantError:
+		require.Error(t, err)
+		require.False(t, errors.As(err, &ce), "no envelope: %v", err)
+		require.NotContains(t, err.Error(), e.srv.APIKey())
+		if step.op == "resume" {
+			require.Regexp(t, hostTransient, err.Error(), "the host retries a transient resume failure")
+		}
+	case wantEnvelope:
+		ce = envelopeOf(t, err)
+		id = ce.Envelope.ObservedProviderLeaseID
+	case wantStopped, wantDestroyed:
+		require.NoError(t, err)
+		require.JSONEq(t, receiptJSON(id, exp.want), string(raw))
+		if exp.want == wantStopped {
+			require.Equal(t, "stopped", e.state(id), "a receipt only after Daytona confirmed")
+		} else {
+			require.Equal(t, "gone", e.state(id), "a receipt only after completed destruction")
+		}
+	}
+	switch exp.live {
+	case liveNone:
+		e.expectLive()
+	case liveLease:
+		e.expectLive(id)
+	case liveObserved:
+		require.NotEmpty(t, id, "the envelope names the allocation")
+		e.expectLive(id)
+		resolveEnvelope(t, e, ce)
+	case liveNamed:
+		require.Empty(t, id, "never observed")
+		live := e.live()
+		require.Len(t, live, 1)
+		require.Equal(t, ce.Envelope.ProviderLeaseID, live[0].Name, "the allocation carries the envelope's name")
+		resolveEnvelope(t, e, ce)
+	}
+	if step.op == "resume" || step.op == "stop" {
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "%s never deletes", step.op)
+		require.Zero(t, e.srv.CountRequests("POST", rCreate), "%s never replaces", step.op)
+	}
+}
+
+// resolveEnvelope proves an envelope is actionable: the host's destroy with
+// the journaled record removes exactly that allocation.
+func resolveEnvelope(t *testing.T, e *testEnv, ce *cleanup.Error) {
+	t.Helper()
+	e.srv.ClearFaults()
+	p := with(e.base(nil), "providerLeaseId", ce.Envelope.ProviderLeaseID,
+		"leaseMetadata", map[string]any{"failedCreateCleanup": ce.Envelope})
+	raw, err := e.call("environmentDestroyLease", p)
+	if ce.Envelope.ObservedProviderLeaseID == "" {
+		// First sight: the host must journal the observed id before any
+		// deletion; the retry with it deletes.
+		obs := envelopeOf(t, err)
+		require.Equal(t, "Persist observed sandbox identity before cleanup", obs.Message)
+		require.Len(t, e.live(), 1, "observation deletes nothing")
+		p["leaseMetadata"] = map[string]any{"failedCreateCleanup": obs.Envelope}
+		raw, err = e.call("environmentDestroyLease", p)
+	}
+	require.NoError(t, err, "the observed id was journaled")
+	require.JSONEq(t, receiptJSON(ce.Envelope.ProviderLeaseID, "destroyed"), string(raw))
+	e.expectLive()
+}
