@@ -111,9 +111,11 @@ const streamedOut = "l1 é🙂\nl2 ok\nl3 🙂🙂\n"
 const streamedErr = "e1 ☃\ne2\n"
 
 func TestSocketClosedMidLineMidMarkerMidCharacter(t *testing.T) {
-	// Log bytes: 01 01 01 "l1 é🙂\n" ... — cut inside the first marker,
-	// inside the emoji, and inside the second line.
-	for _, cut := range []int{1, 2, 5, 9, 12, 17} {
+	// Log bytes: 01 01 01 "l1 é🙂\n" (13 bytes) then the next marker and
+	// line. Cuts: inside the first marker (1, 2), mid-line (5), inside the
+	// emoji (9, 12), inside the second marker (14, 15), inside the second
+	// line (17).
+	for _, cut := range []int{1, 2, 5, 9, 12, 14, 15, 17} {
 		t.Run("", func(t *testing.T) {
 			e := newEnv(t)
 			e.srv.Inject(daytonatest.Fault{Route: rLogs, WSClose: true, WSCloseAfterBytes: cut, Times: 1})
