@@ -100,8 +100,13 @@
 // the streamed text stays a prefix of the result and the host's 128 Mi
 // characters per execute are never reached (2 × 32 Mi + markers). Memory per
 // execute is bounded by the cap plus one log snapshot read
-// (Options.MaxSnapshotBytes, default 64 MiB; a larger snapshot is skipped and
-// reported as metadata.finalSnapshotSkipped = "too_large").
+// (Options.MaxSnapshotBytes, default 64 MiB). A larger final snapshot is
+// replaced by one replay of the log over a follow socket (bounded memory,
+// byte-offset dedupe); only if that fails too does the result carry
+// metadata.finalSnapshotSkipped = "too_large". While polling, an oversized
+// snapshot yields no new live output (the exit is still observed).
+// One-shot results are read whole by the client (the daemon's answer is a
+// single JSON value) and capped afterwards.
 //
 // # Clock
 //
@@ -128,7 +133,7 @@
 //	| 102,103 | hour-long commands, no invented exit or lifetime cap     | TestTwoHourCommandWithInjectedClock                       |
 //	| 104   | fallback budget and partial output after failed streams    | TestPollFallbackTimeoutKeepsPartialOutput                 |
 //	| 105   | provider status errors after a clean close are returned    | TestStatusReadFailsBeforeStreamAndAfterCleanClose         |
-//	| 106   | bytes written after the socket closed are recovered        | TestCloseBeforeFinalFrameIsReconciledBySnapshot           |
+//	| 106   | bytes written after the socket closed are recovered        | TestCloseBeforeFinalFrameIsReconciledBySnapshot, TestOversizedFinalSnapshotReconciledByReplay |
 //	| 107   | stalled status / snapshot / final snapshot bounded         | TestStatusHangAfterCleanCloseTimesOutWithPartialOutput, TestFinalSnapshotStallReportsConfirmedExit, TestStatusReadHangsIsBounded |
 //	| 108   | streamed output kept when the status read times out        | TestStatusHangAfterCleanCloseTimesOutWithPartialOutput    |
 //	| 109   | UTF-8 preserved through closes, genuine U+FFFD kept        | TestSocketClosedMidLineMidMarkerMidCharacter, TestBinaryAndMultibyteOutput, TestOutputNeverSplitsACharacter, TestOutputWithheldIncompleteTail, TestOutputSnapshotInTextSpace |

@@ -179,3 +179,22 @@ func TestRequestValidation(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "x\n", res.Stdout)
 }
+
+func TestOversizedFinalSnapshotReconciledByReplay(t *testing.T) {
+	e := newEnv(t, withMaxSnapshot(16))
+	e.srv.Inject(daytonatest.Fault{Route: rLogs, WSDropFinal: true, Times: 1})
+	g := e.newGate()
+	rec := newRecorder()
+	id := tag()
+	ch := e.start(bashReq(streamedScript(g, id)), rec)
+	g.open(t)
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.Equal(t, 0, *res.ExitCode)
+	assert.Equal(t, streamedOut, res.Stdout)
+	assert.Equal(t, streamedErr, res.Stderr)
+	assertLive(t, rec, res)
+	assert.NotContains(t, res.Metadata, "finalSnapshotSkipped")
+	assert.Equal(t, 2, e.wsCount(), "the stream and the replay")
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+}

@@ -82,7 +82,8 @@ type Options struct {
 	// as the reference: /tmp/paperclip-stdin-<uuid>).
 	StdinDir string
 	// MaxSnapshotBytes bounds one log snapshot read
-	// (default daytona.DefaultMaxLogSnapshot).
+	// (default daytona.DefaultMaxLogSnapshot). A final snapshot above it is
+	// replaced by a replay over a follow socket.
 	MaxSnapshotBytes int64
 	// Logger receives teardown failures (default: discarded).
 	Logger *slog.Logger

@@ -373,7 +373,13 @@ func (x *run) complete(code int) (Result, error) {
 			}
 			return res, fmt.Errorf("exec: final log snapshot: %w", err)
 		}
-		tooLarge = big
+		if big {
+			// The snapshot is held in memory by design, so it is size-bound;
+			// beyond the bound, replay the log over a follow socket instead
+			// (memory stays bounded; the exit is recorded, so the log is
+			// complete and the socket ends on its own).
+			tooLarge = x.replay() != nil
+		}
 		if logs != nil {
 			x.out.feedSnapshot(x.out.nextGen(), logs.Stdout, logs.Stderr)
 		}
@@ -385,6 +391,20 @@ func (x *run) complete(code int) (Result, error) {
 		res.Metadata["finalSnapshotSkipped"] = "too_large"
 	}
 	return res, nil
+}
+
+// replay reads the whole log once more over a follow connection and feeds
+// what the stream missed (byte-offset dedupe, as for a reconnect).
+func (x *run) replay() error {
+	gen := x.out.nextGen()
+	defer x.out.nextGen()
+	rctx, cancel := withBound(x.ctx, x.r.clock, x.eff, errObservationBound)
+	defer cancel()
+	return x.t.Client.Toolbox.FollowSessionCommandLogs(rctx, x.t.Sandbox, x.sess.id, x.cmdID, nil,
+		func(c daytona.LogChunk) error {
+			x.out.feed(gen, int(c.Stream)-1, c.Offset, c.Data)
+			return nil
+		})
 }
 
 // poll is the fallback: status, then snapshot, at most once per
