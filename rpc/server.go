@@ -271,7 +271,7 @@ func (s *server) reply(conn *jsonrpc2.Conn, req *jsonrpc2.Request, r *request, r
 		}
 		werr = conn.ReplyWithError(context.Background(), req.ID, e)
 	} else {
-		werr = conn.Reply(context.Background(), req.ID, result)
+		werr = s.stream.writeResult(req.ID.Str, result)
 	}
 	if werr != nil && !errors.Is(werr, jsonrpc2.ErrClosed) {
 		s.log.Error("could not write response", "method", req.Method, "err", werr)

@@ -164,7 +164,7 @@ func TestIDsEchoedVerbatim(t *testing.T) {
 	for _, id := range []string{`1`, `0`, `"1"`, `""`, `-7`, `2.5`, `1e3`, `123456789012345678901234567890`, `"\u00e9\n"`} {
 		p.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"health"}`)
 		l := p.recvRaw()
-		require.True(t, strings.HasPrefix(l, `{"id":`+id+`,`), "id %s echoed as %s", id, l)
+		require.True(t, strings.HasPrefix(l, `{"jsonrpc":"2.0","id":`+id+`,`), "id %s echoed as %s", id, l)
 		require.Contains(t, l, `"result":{"status":"ok"}`)
 	}
 }
@@ -238,7 +238,7 @@ func TestVoidResultAndErrorData(t *testing.T) {
 	reg, _ := testRegistry()
 	p := startPeer(t, reg, Options{})
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"configChanged","params":{"config":{}}}`)
-	require.Equal(t, `{"id":1,"result":null,"jsonrpc":"2.0"}`, p.recvRaw())
+	require.Equal(t, `{"jsonrpc":"2.0","id":1,"result":null}`, p.recvRaw())
 	p.send(`{"jsonrpc":"2.0","id":2,"method":"fail"}`)
 	m := p.recv()
 	e := m["error"].(map[string]any)
@@ -273,7 +273,7 @@ func TestShutdownRepliesThenServeReturns(t *testing.T) {
 	_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"block"}`+"\n")
 	_, _ = io.WriteString(inW, `{"jsonrpc":"2.0","id":2,"method":"shutdown","params":{}}`+"\n")
 	require.True(t, lines.Scan())
-	require.Equal(t, `{"id":2,"result":null,"jsonrpc":"2.0"}`, lines.Text())
+	require.Equal(t, `{"jsonrpc":"2.0","id":2,"result":null}`, lines.Text())
 	// The blocked handler is cancelled and still answered before exit.
 	require.True(t, lines.Scan(), "scan: %v", lines.Err())
 	require.Contains(t, lines.Text(), `"id":1,"error"`)
@@ -290,8 +290,8 @@ func TestEOFAnswersPendingThenReturns(t *testing.T) {
 	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"echo","params":"x"}` + "\n" + `{"jsonrpc":"2.0","id":2,"method":"health"}`)
 	var out strings.Builder
 	require.NoError(t, Serve(context.Background(), in, &out, Options{Registry: reg}))
-	require.Contains(t, out.String(), `{"id":1,"result":"x","jsonrpc":"2.0"}`)
-	require.Contains(t, out.String(), `{"id":2,"result":{"status":"ok"},"jsonrpc":"2.0"}`, "final line without newline is served")
+	require.Contains(t, out.String(), `{"jsonrpc":"2.0","id":1,"result":"x"}`)
+	require.Contains(t, out.String(), `{"jsonrpc":"2.0","id":2,"result":{"status":"ok"}}`, "final line without newline is served")
 }
 
 func TestDoneChannelEndsServing(t *testing.T) {

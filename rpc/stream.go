@@ -362,6 +362,65 @@ func (s *stream) WriteObject(obj any) error {
 	return s.writeLine(b)
 }
 
+// writeResult answers a request with a success frame encoded straight into
+// one write: results can be tens of MiB (command output), and the library's
+// path would copy them five times over.
+func (s *stream) writeResult(private string, result any) error {
+	s.mu.Lock()
+	orig, ok := s.ids[private]
+	delete(s.ids, private)
+	s.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("rpc: response for unknown request %s", private)
+	}
+	enc := json.NewEncoder(frameWriter{s})
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(responseFrame{JSONRPC: "2.0", ID: orig, Result: result})
+	var big *errFrameTooLarge
+	switch {
+	case errors.As(err, &big):
+		s.log.Error("response exceeds the frame limit; replying with an error instead", "bytes", big.n)
+		return s.writeError(orig, CodeWorkerError,
+			fmt.Sprintf("result of %d bytes exceeds the host's %d-byte frame limit", big.n, s.maxFrame))
+	case err != nil:
+		var je *json.MarshalerError
+		var ue *json.UnsupportedValueError
+		var ute *json.UnsupportedTypeError
+		if errors.As(err, &je) || errors.As(err, &ue) || errors.As(err, &ute) {
+			s.log.Error("could not encode a result", "err", err)
+			return s.writeError(orig, CodeWorkerError, "could not encode the result")
+		}
+		return err
+	}
+	return nil
+}
+
+// responseFrame is a success response; result is always present (null for
+// void methods).
+type responseFrame struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  any             `json:"result"`
+}
+
+// frameWriter writes one encoded frame (a json.Encoder writes a value and
+// its newline in a single Write) under the write lock, refusing frames the
+// host would drop.
+type frameWriter struct{ s *stream }
+
+type errFrameTooLarge struct{ n int }
+
+func (e *errFrameTooLarge) Error() string { return fmt.Sprintf("frame of %d bytes is too large", e.n) }
+
+func (w frameWriter) Write(b []byte) (int, error) {
+	if len(b) > w.s.maxFrame {
+		return 0, &errFrameTooLarge{n: len(b)}
+	}
+	w.s.wmu.Lock()
+	defer w.s.wmu.Unlock()
+	return w.s.out.Write(b)
+}
+
 func (s *stream) writeLine(b []byte) error {
 	b = append(b, '\n')
 	s.wmu.Lock()

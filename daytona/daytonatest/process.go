@@ -202,6 +202,7 @@ type command struct {
 	exitCode     *int
 	done         chan struct{}
 	grew         chan struct{} // closed and replaced whenever the log grows
+	pending      []byte        // log records not yet written (flushLocked)
 }
 
 func tbListSessions(c *call) {
@@ -335,13 +336,20 @@ func (ss *session) label(r io.Reader, stderr bool) {
 	for {
 		n, err := r.Read(buf)
 		pending = append(pending, buf[:n]...)
+		// Every complete line of this read is recorded under one lock, one
+		// log write and one notification per command: a line at a time
+		// made the emulator, not the worker, the bottleneck of big outputs.
+		var lines [][]byte
 		for {
 			i := bytes.IndexByte(pending, '\n')
 			if i < 0 {
 				break
 			}
-			ss.line(stderr, pending[:i], true)
+			lines = append(lines, pending[:i])
 			pending = pending[i+1:]
+		}
+		if len(lines) > 0 {
+			ss.lines(stderr, lines)
 		}
 		if len(pending) > maxLine {
 			// A very long line: pass it on in pieces (each with its marker,
@@ -363,7 +371,33 @@ func (ss *session) label(r io.Reader, stderr bool) {
 // line records one output line (complete) or piece (not complete).
 func (ss *session) line(stderr bool, b []byte, complete bool) {
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
+	cm := ss.lineLocked(stderr, b, complete)
+	if cm != nil {
+		cm.flushLocked()
+	}
+	ss.mu.Unlock()
+	ss.s.notify()
+}
+
+// lines records complete lines in order, flushing each command's log once.
+func (ss *session) lines(stderr bool, bs [][]byte) {
+	ss.mu.Lock()
+	var touched []*command
+	for _, b := range bs {
+		if cm := ss.lineLocked(stderr, b, true); cm != nil && (len(touched) == 0 || touched[len(touched)-1] != cm) {
+			touched = append(touched, cm)
+		}
+	}
+	for _, cm := range touched {
+		cm.flushLocked()
+	}
+	ss.mu.Unlock()
+	ss.s.notify()
+}
+
+// lineLocked attributes one line to the current command and buffers its log
+// record; it returns that command (nil if none). ss.mu is held.
+func (ss *session) lineLocked(stderr bool, b []byte, complete bool) *command {
 	idx := &ss.outIdx
 	if stderr {
 		idx = &ss.errIdx
@@ -387,8 +421,10 @@ func (ss *session) line(stderr bool, b []byte, complete bool) {
 			}
 		}
 	}
+	var owner *command
 	if *idx < len(ss.dispatched) {
 		cm := ss.dispatched[*idx]
+		owner = cm
 		if len(content) > 0 || (!sentinel && complete) {
 			m := markerStdout
 			if stderr {
@@ -415,14 +451,22 @@ func (ss *session) line(stderr bool, b []byte, complete bool) {
 			}
 		}
 	}
-	ss.s.notify()
+	return owner
 }
 
-func (cm *command) appendLocked(p []byte) {
+// appendLocked buffers a log record; flushLocked writes what is buffered
+// and wakes followers.
+func (cm *command) appendLocked(p []byte) { cm.pending = append(cm.pending, p...) }
+
+func (cm *command) flushLocked() {
+	if len(cm.pending) == 0 {
+		return
+	}
 	if cm.log != nil {
-		n, _ := cm.log.Write(p)
+		n, _ := cm.log.Write(cm.pending)
 		cm.size += int64(n)
 	}
+	cm.pending = cm.pending[:0]
 	close(cm.grew)
 	cm.grew = make(chan struct{})
 }
@@ -431,6 +475,7 @@ func (cm *command) completeLocked(code int) {
 	if cm.exitCode != nil {
 		return
 	}
+	cm.flushLocked()
 	cm.exitCode = &code
 	if cm.log != nil {
 		_ = cm.log.Close()
@@ -698,6 +743,7 @@ func tbCommandInput(c *call) {
 	if !cm.suppressEcho {
 		rec := append(append([]byte{}, markerStdout...), data...)
 		cm.appendLocked(rec)
+		cm.flushLocked()
 	}
 	async := cm.async
 	ss.mu.Unlock()
