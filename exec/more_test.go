@@ -198,3 +198,31 @@ func TestOversizedFinalSnapshotReconciledByReplay(t *testing.T) {
 	assert.Equal(t, 2, e.wsCount(), "the stream and the replay")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 }
+
+func TestSandboxStoppedMidCommandEndsWithHonestError(t *testing.T) {
+	e := newEnv(t)
+	g := e.newGate()
+	rec := newRecorder()
+	id := tag()
+	ch := e.start(bashReq(streamedScript(g, id)), rec)
+	rec.await(t, "stdout", "l2 ok\n")
+	require.NoError(t, e.srv.StopSandbox(e.sb.ID))
+	res, err := e.wait(ch)
+	require.Error(t, err, "no exit code was recorded: not a completed result")
+	t.Logf("error: %v; metadata %v", err, res.Metadata)
+	assert.Nil(t, res.ExitCode)
+	assert.Equal(t, "l1 é🙂\nl2 ok\n", res.Stdout)
+	assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
+	assert.True(t, strings.HasPrefix(res.Stdout, rec.text("stdout")))
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+
+	require.NoError(t, e.srv.AwaitState(ctxT(t), e.sb.ID, daytonatest.StateStopped))
+	_, _, err = e.client.Sandboxes.Start(ctxT(t), e.sb.ID)
+	require.NoError(t, err)
+	_, err = e.client.Sandboxes.WaitUntilStarted(ctxT(t), e.sb.ID)
+	require.NoError(t, err)
+	res, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"again"}}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "again\n", res.Stdout)
+	assert.Equal(t, 2, e.count("POST", rSession))
+}
