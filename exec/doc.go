@@ -150,6 +150,7 @@
 //	| (new) | concurrent executes on one lease; control command beside a long one | TestManyConcurrentExecutesOnOneLease, TestControlCommandBesideLongCommand |
 //	| (new) | output cap, memory bound                                   | TestOutputCapTruncatesWithMarker, TestOutputCapCountsHostCharacters, TestLargeOutputMemoryStaysBounded |
 //	| (new) | timeout retires and kills the runaway command's session    | TestCommandDeadlineRetiresSessionAndKillsCommand, TestCallerContextCancelledEndsPromptly |
+//	| (new) | sandbox stopped mid-command: honest error, session recreated | TestSandboxStoppedMidCommandEndsWithHonestError         |
 //
 // Titles 85, 86, 88, 91, 114 (getDurationMs), 115 and the activity/teardown
 // gates of 129-141 belong to the provider, which calls CloseLease,
