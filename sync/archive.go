@@ -290,14 +290,16 @@ func (x *extractor) member(hdr *tar.Header, r io.Reader) error {
 	if err == nil {
 		err = f.Chmod(perm)
 	}
+	if err == nil && !hdr.ModTime.IsZero() {
+		// Through the descriptor: no second path walk.
+		tv := []syscall.Timeval{syscall.NsecToTimeval(time.Now().UnixNano()), syscall.NsecToTimeval(hdr.ModTime.UnixNano())}
+		_ = syscall.Futimes(int(f.Fd()), tv)
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
 		return err
-	}
-	if !hdr.ModTime.IsZero() {
-		_ = x.root.Chtimes(name, time.Now(), hdr.ModTime)
 	}
 	x.stats.Files++
 	x.stats.Bytes += n

@@ -33,7 +33,7 @@ const (
 	readyMarker   = "PCRDY_"
 	exitNoCanon   = 40
 	exitIdentity  = 46 // the source changed identity during the stream
-	sandboxPrereq = "Bash, GNU tar, dd and base64"
+	sandboxPrereq = "Bash, GNU tar, dd, head and base64"
 )
 
 // termSender is the bash program the terminal runs: pre (checks that may
@@ -45,7 +45,7 @@ func termSender(pre, producer, post string) string {
 set -u
 fail() { printf 'E 0 0 %d\n' "$1"; exit 0; }
 ` + pre + `
-exec 3< <(` + producer + `)
+exec 3< <(set -o pipefail; { ` + producer + `; } | base64 -w0)
 ppid=$!
 seq=0 total=0 pending=0 acked=0
 ack() {
@@ -53,8 +53,10 @@ ack() {
   [ "$k" = A ] && [ "$a" = "$acked" ] || exit 71
   acked=$((acked+1)); pending=$((pending-1))
 }
+# One long-lived base64 encoder; head -c never reads past its count, so
+# each frame is exactly 54612 characters (40959 bytes) until the last.
 while :; do
-  b=$(dd bs=40960 count=1 iflag=fullblock <&3 2>/dev/null | base64 -w0)
+  b=$(head -c 54612 <&3)
   [ -n "$b" ] || break
   n=$(( ${#b} / 4 * 3 ))
   case "$b" in *==) n=$((n-2));; *=) n=$((n-1));; esac

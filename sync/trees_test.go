@@ -1,0 +1,270 @@
+package sync
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+)
+
+// snapshotTree records a tree as path -> description (type, mode, content
+// or link target) for equality checks.
+func snapshotTree(t testing.TB, root string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		require.NoError(t, err)
+		rel, _ := filepath.Rel(root, p)
+		if rel == "." {
+			return nil
+		}
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			l, _ := os.Readlink(p)
+			out[rel] = "link " + l
+		case fi.IsDir():
+			out[rel] = fmt.Sprintf("dir %o", fi.Mode().Perm())
+		default:
+			b, _ := os.ReadFile(p)
+			out[rel] = fmt.Sprintf("file %o %s", fi.Mode().Perm(), b)
+		}
+		return nil
+	}))
+	return out
+}
+
+func TestRoundTripUnicodeLongNamesModesAndEmptyDirs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	src := filepath.Join(host, "src")
+	long := strings.Repeat("long-name-", 25) // 250 bytes, the NAME_MAX edge
+	deep := filepath.Join(src, strings.Repeat("d/", 40))
+	writeFile(t, filepath.Join(src, "ünïcödé ✓", "日本語.txt"), "unicode", 0o644)
+	writeFile(t, filepath.Join(src, long), "long", 0o600)
+	writeFile(t, filepath.Join(deep, "leaf"), "deep", 0o640)
+	writeFile(t, filepath.Join(src, "spaces and 'quotes' $(x)"), "shell", 0o755)
+	writeFile(t, filepath.Join(src, "-leading-dash"), "dash", 0o644)
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "empty"), 0o700))
+	require.NoError(t, os.Chmod(filepath.Join(src, "empty"), 0o700))
+	require.NoError(t, os.Symlink("日本語.txt", filepath.Join(src, "ünïcödé ✓", "link")))
+	before := snapshotTree(t, src)
+
+	ctx := t.Context()
+	_, err := SyncIn(ctx, e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/p", Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, before, snapshotTree(t, filepath.Join(e.root, "p")), "sandbox copy")
+	back := filepath.Join(host, "back")
+	_, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/p", TargetPath: back, Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, before, snapshotTree(t, back), "host copy")
+}
+
+func TestSymlinksInAndOutOfTheTree(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "outside", "shared.txt"), "shared", 0o644)
+	src := filepath.Join(host, "src")
+	writeFile(t, filepath.Join(src, "in.txt"), "in", 0o644)
+	require.NoError(t, os.Symlink("in.txt", filepath.Join(src, "inlink")))
+	require.NoError(t, os.Symlink(filepath.Join(host, "outside", "shared.txt"), filepath.Join(src, "outlink")))
+	require.NoError(t, os.Symlink(filepath.Join(host, "outside"), filepath.Join(src, "outdir")))
+	require.NoError(t, os.Symlink("missing", filepath.Join(src, "dangling")))
+	ctx := t.Context()
+
+	// Without followSymlinks links travel as links.
+	_, err := SyncIn(ctx, e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/links", Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	l, err := os.Readlink(filepath.Join(e.root, "links", "outlink"))
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(host, "outside", "shared.txt"), l)
+
+	// With followSymlinks (tar -h) they become bytes; dangling ones stay links.
+	_, err = SyncIn(ctx, e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/deref", Kind: KindDirectory, FollowSymlinks: true}}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, "shared", readFile(t, filepath.Join(e.root, "deref", "outlink")))
+	assert.Equal(t, "shared", readFile(t, filepath.Join(e.root, "deref", "outdir", "shared.txt")))
+	fi, err := os.Lstat(filepath.Join(e.root, "deref", "inlink"))
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular())
+
+	// Outbound: links out of the workspace are refused unless dereferenced.
+	back := filepath.Join(host, "back")
+	_, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/links", TargetPath: back, Kind: KindDirectory}}}}, Options{})
+	require.ErrorIs(t, err, ErrUnsafeArchive)
+	assert.NoDirExists(t, back)
+	require.NoError(t, os.Remove(filepath.Join(e.root, "links", "outlink")))
+	require.NoError(t, os.Remove(filepath.Join(e.root, "links", "outdir")))
+	require.NoError(t, os.Remove(filepath.Join(e.root, "links", "dangling")))
+	_, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/links", TargetPath: back, Kind: KindDirectory, FollowSymlinks: true}}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, "in", readFile(t, filepath.Join(back, "inlink")))
+}
+
+func TestExcludeGlobs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	src := filepath.Join(host, "src")
+	for _, p := range []string{"keep.txt", "node_modules/x/y.js", "a/node_modules/z.js", "build/out.o", "._resource", "logs/app.log", "src/app.log"} {
+		writeFile(t, filepath.Join(src, p), p, 0o644)
+	}
+	ex := []string{"node_modules", "*.log", "build"}
+	_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/x", Kind: KindDirectory, Exclude: ex}}}}, Options{})
+	require.NoError(t, err)
+	got := snapshotTree(t, filepath.Join(e.root, "x"))
+	assert.Equal(t, map[string]string{"keep.txt": "file 644 keep.txt", "a": "dir 755", "logs": "dir 755", "src": "dir 755"}, got)
+
+	// Outbound excludes go to the sandbox's tar.
+	for _, p := range []string{"node_modules/m.js", "deep/cache.log", "ok.txt"} {
+		writeFile(t, filepath.Join(e.root, "y", p), p, 0o644)
+	}
+	back := filepath.Join(host, "back")
+	_, err = SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/y", TargetPath: back, Kind: KindDirectory, Exclude: ex}}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"ok.txt": "file 644 ok.txt", "deep": "dir 755"}, snapshotTree(t, back))
+}
+
+func TestSyncOutMergesIntoExistingHostDirectory(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	dst := filepath.Join(host, "proj")
+	writeFile(t, filepath.Join(dst, "host-only.txt"), "host", 0o644)
+	writeFile(t, filepath.Join(dst, "shared.txt"), "old", 0o644)
+	writeFile(t, filepath.Join(dst, "becomes-file", "x"), "old dir", 0o644)
+	writeFile(t, filepath.Join(e.root, "w", "shared.txt"), "new", 0o644)
+	writeFile(t, filepath.Join(e.root, "w", "becomes-file"), "now a file", 0o644)
+	writeFile(t, filepath.Join(e.root, "w", "sub", "n.txt"), "n", 0o644)
+	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/w", TargetPath: dst, Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, "host", readFile(t, filepath.Join(dst, "host-only.txt")))
+	assert.Equal(t, "new", readFile(t, filepath.Join(dst, "shared.txt")))
+	assert.Equal(t, "now a file", readFile(t, filepath.Join(dst, "becomes-file")))
+	assert.Equal(t, "n", readFile(t, filepath.Join(dst, "sub", "n.txt")))
+	assert.Empty(t, hostScratchLeft(t, host))
+}
+
+func TestRoundTrip10kSmallFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	src := filepath.Join(host, "src")
+	const n = 10_000
+	for i := range n {
+		writeFile(t, filepath.Join(src, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.txt", i)), fmt.Sprintf("file %d", i), 0o644)
+	}
+	in, err := SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/many", Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	assert.EqualValues(t, n, in[0].FilesTransferred)
+	back := filepath.Join(host, "back")
+	out, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/many", TargetPath: back, Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	assert.EqualValues(t, n, out[0].FilesTransferred)
+	assert.Equal(t, "file 9999", readFile(t, filepath.Join(back, "d99", "f09999.txt")))
+	assert.Equal(t, snapshotTree(t, src), snapshotTree(t, back))
+}
+
+func TestDroppedConnectionsLeaveEarlierFilesAndNoScratch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "in1", "a.txt"), "a", 0o644)
+	writeFile(t, filepath.Join(host, "in2", "b.txt"), "b", 0o644)
+	writeFile(t, filepath.Join(host, "f.txt"), "f", 0o644)
+
+	// Inbound: the second operation's upload is dropped.
+	e.srv.Inject(daytonatest.Fault{Route: "/files/bulk-upload", Drop: true, Skip: 1, Times: 1})
+	res, err := SyncIn(t.Context(), e.t, []Operation{
+		{ID: "1", Files: []Mapping{{SourcePath: filepath.Join(host, "in1"), TargetPath: e.root + "/in1", Kind: KindDirectory}}},
+		{ID: "2", Files: []Mapping{{SourcePath: filepath.Join(host, "in2"), TargetPath: e.root + "/in2", Kind: KindDirectory}}},
+	}, Options{})
+	require.ErrorIs(t, err, ErrTransfer)
+	assert.Len(t, res, 1, "the first operation completed")
+	assert.Equal(t, "a", readFile(t, filepath.Join(e.root, "in1", "a.txt")))
+	assert.NoDirExists(t, filepath.Join(e.root, "in2"))
+	assert.Empty(t, e.scratchLeft(t))
+
+	e.srv.Inject(daytonatest.Fault{Route: "/files/bulk-upload", Drop: true, Times: 1})
+	_, err = SyncIn(t.Context(), e.t, []Operation{{ID: "3", Files: []Mapping{{SourcePath: filepath.Join(host, "f.txt"), TargetPath: e.root + "/f.txt", Kind: KindFile}}}}, Options{})
+	require.ErrorIs(t, err, ErrTransfer)
+	assert.Empty(t, e.scratchLeft(t))
+
+	// Outbound: earlier host files stay, the dropped directory never appears.
+	writeFile(t, filepath.Join(e.root, "out1", "x.txt"), "x", 0o644)
+	writeFile(t, filepath.Join(e.root, "out2", "y.txt"), "y", 0o644)
+	writeFile(t, filepath.Join(e.root, "z.txt"), "z", 0o644)
+	// Every later download is dropped (a single drop of a GET is retried by the transport).
+	e.srv.Inject(daytonatest.Fault{Route: "/files/download", Drop: true, Skip: 1})
+	_, err = SyncOut(t.Context(), e.t, []Operation{
+		{ID: "1", Files: []Mapping{{SourcePath: e.root + "/out1", TargetPath: filepath.Join(host, "out1"), Kind: KindDirectory}}},
+		{ID: "2", Files: []Mapping{{SourcePath: e.root + "/out2", TargetPath: filepath.Join(host, "out2"), Kind: KindDirectory}}},
+	}, Options{})
+	require.Error(t, err)
+	assert.Equal(t, "x", readFile(t, filepath.Join(host, "out1", "x.txt")))
+	assert.NoDirExists(t, filepath.Join(host, "out2"))
+	writeFile(t, filepath.Join(host, "z.txt"), "old z", 0o644)
+	e.srv.Inject(daytonatest.Fault{Route: "/files/bulk-download", Drop: true, Times: 1})
+	_, err = SyncOut(t.Context(), e.t, []Operation{{ID: "3", Files: []Mapping{{SourcePath: e.root + "/z.txt", TargetPath: filepath.Join(host, "z.txt"), Kind: KindFile}}}}, Options{})
+	require.ErrorIs(t, err, ErrTransfer)
+	assert.Equal(t, "old z", readFile(t, filepath.Join(host, "z.txt")))
+	assert.Empty(t, e.scratchLeft(t))
+	assert.Empty(t, hostScratchLeft(t, host))
+}
+
+// TestSparse2GiBFileRoundTrip moves a 2 GiB file with one data block at
+// each end; on the host it stays sparse.
+func TestSparse2GiBFileRoundTrip(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 2 GiB through the emulator; skipped with -short")
+	}
+	t.Parallel()
+	// Room for the file and its guarded snapshot, so the normal path runs.
+	e := newEnv(t, daytonatest.WithDiskBytes(8<<30))
+	host := t.TempDir()
+	src := filepath.Join(host, "sparse.img")
+	const size = 2 << 30
+	f, err := os.Create(src)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("head"), 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt([]byte("tail"), size-4)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+
+	ctx := t.Context()
+	res, err := SyncIn(ctx, e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/sparse.img", Kind: KindFile}}}}, Options{})
+	require.NoError(t, err)
+	assert.EqualValues(t, size, res[0].BytesTransferred)
+	back := filepath.Join(host, "back.img")
+	res, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/sparse.img", TargetPath: back, Kind: KindFile}}}}, Options{})
+	require.NoError(t, err)
+	assert.EqualValues(t, size, res[0].BytesTransferred)
+	fi, err := os.Stat(back)
+	require.NoError(t, err)
+	assert.EqualValues(t, size, fi.Size())
+	st := fi.Sys().(*syscall.Stat_t)
+	assert.Less(t, st.Blocks*512, int64(1<<20), "the host copy is sparse")
+	g, err := os.Open(back)
+	require.NoError(t, err)
+	defer g.Close()
+	buf := make([]byte, 4)
+	_, err = g.ReadAt(buf, 0)
+	require.NoError(t, err)
+	assert.Equal(t, "head", string(buf))
+	_, err = g.ReadAt(buf, size-4)
+	require.NoError(t, err)
+	assert.Equal(t, "tail", string(buf))
+	require.NoError(t, os.Remove(filepath.Join(e.root, "sparse.img")))
+}
