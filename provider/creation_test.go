@@ -1,0 +1,216 @@
+package provider
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/stretchr/testify/require"
+)
+
+// Probe and failed-creation cleanup (plugin-behavior.md §3.4–§3.6, §4.4,
+// §4.10) beyond acquire_test.go.
+
+func TestProbeCreatesChecksAndAlwaysDeletes(t *testing.T) {
+	e := newTestEnv(t, nil)
+	raw, err := e.call("environmentProbe", e.base(nil))
+	require.NoError(t, err)
+	r := decode[map[string]any](t, raw)
+	require.Equal(t, true, r["ok"])
+	md := r["metadata"].(map[string]any)
+	require.Regexp(t, `^Connected to Daytona sandbox paperclip-create-[0-9a-f-]{36}\.$`, r["summary"])
+	require.Equal(t, "daytona", md["provider"])
+	require.Equal(t, "bash", md["shellCommand"])
+	require.Contains(t, md["remoteCwd"], "/paperclip-workspace")
+	require.Equal(t, 1, e.srv.CountRequests("POST", rCreate))
+	require.Equal(t, 1, e.srv.CountRequests("DELETE", rSandbox))
+	e.expectLive()
+	require.Zero(t, e.d.idle.report().Allocations)
+}
+
+func TestProbeNeverThrows(t *testing.T) {
+	cases := map[string]daytonatest.Fault{
+		"check fails":   {Route: rExecute, Status: 500, Body: `{"message":"toolbox broke"}`},
+		"create denied": {Method: "POST", Route: rCreate, Status: 403, Body: `{"statusCode":403,"message":"organization suspended"}`},
+	}
+	for name, f := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newTestEnv(t, nil)
+			e.srv.Inject(f)
+			raw, err := e.call("environmentProbe", e.base(nil))
+			require.NoError(t, err, "probe reports, never throws")
+			r := decode[map[string]any](t, raw)
+			require.Equal(t, false, r["ok"])
+			require.Equal(t, "Daytona sandbox probe failed.", r["summary"])
+			require.NotContains(t, string(raw), e.srv.APIKey())
+			e.expectLive()
+		})
+	}
+}
+
+func TestSDKAddedLabelsDoNotBreakOwnership(t *testing.T) {
+	// The language hint travels as an extra label on the create request; the
+	// envelope keeps only the ownership labels, so cleanup still proves the
+	// sandbox is ours and deletes it.
+	e := newTestEnv(t, map[string]any{"language": "python"})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Perform: true, Status: 500, Times: 1})
+	err := e.acquireErr(nil)
+	var ce *cleanup.Error
+	require.False(t, errors.As(err, &ce), "cleanup confirmed: %v", err)
+	require.Equal(t, 1, e.srv.CountRequests("DELETE", rSandbox))
+	e.expectLive()
+}
+
+// uncertainCreate: the create allocates, its reply is a 500, and the lookup
+// by name meets f.
+func uncertainCreate(t *testing.T, cfg map[string]any, f daytonatest.Fault) (*testEnv, *cleanup.Error) {
+	e := newTestEnv(t, cfg)
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Perform: true, Status: 500, Times: 1})
+	e.srv.Inject(f)
+	err := e.acquireErr(nil)
+	return e, envelopeOf(t, err)
+}
+
+func TestFailedCreateNeverDeletesAMismatchedSandbox(t *testing.T) {
+	cases := map[string]func(labels map[string]string){
+		"paperclip-company-id":     func(l map[string]string) { l["paperclip-company-id"] = "company-2" },
+		"paperclip-environment-id": func(l map[string]string) { l["paperclip-environment-id"] = "env-2" },
+		"paperclip-run-id":         func(l map[string]string) { l["paperclip-run-id"] = "run-2" },
+		"paperclip-create-attempt": func(l map[string]string) { l["paperclip-create-attempt"] = "another-attempt" },
+		"paperclip-provider":       func(l map[string]string) { delete(l, "paperclip-provider") },
+	}
+	for name, change := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, nil)
+			// The create allocates and its reply is lost; before the lookup
+			// by name answers, the sandbox's labels stop matching ours.
+			e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Perform: true, Status: 500, Times: 1})
+			gate := make(chan struct{})
+			e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Gate: gate, Times: 1})
+			done := e.async("environmentAcquireLease", with(e.base(nil), "runId", "run-1"))
+			e.awaitRequests("GET", rSandbox, 1)
+			live := e.live()
+			require.Len(t, live, 1)
+			labels := live[0].Labels
+			change(labels)
+			client, err := daytona.NewClient(daytona.WithAPIURL(e.srv.URL()), daytona.WithAPIKey(e.srv.APIKey()))
+			require.NoError(t, err)
+			_, _, err = client.Sandboxes.ReplaceLabels(t.Context(), live[0].ID, labels)
+			require.NoError(t, err)
+			close(gate)
+			r := wait(t, done)
+			ce := envelopeOf(t, r.err)
+			require.Contains(t, ce.Message, "cleanup could not be confirmed")
+			require.ErrorIs(t, r.err, cleanup.ErrOwnership)
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "a sandbox not proven ours is never deleted")
+			e.expectLive(live[0].ID)
+		})
+	}
+	t.Run("name", func(t *testing.T) {
+		// The host's retry names one creation, the provider id it recorded
+		// belongs to a sandbox of another name: refused, nothing deleted.
+		e := newTestEnv(t, nil)
+		l := e.acquire(nil)
+		id := *l.ProviderLeaseID
+		c, err := e.d.connect(mustJSON(t, e.cfg))
+		require.NoError(t, err)
+		attempt := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
+		labels, err := OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
+		require.NoError(t, err)
+		env := cleanup.Envelope{ProviderLeaseID: CreationName(attempt), ObservedProviderLeaseID: id, CompanyID: "company-1",
+			EnvironmentID: "env-1", RunID: "run-1", AttemptID: attempt, AccountFingerprint: c.fingerprint, Labels: labels}
+		require.NoError(t, env.Validate())
+		_, err = e.call("environmentDestroyLease", with(e.base(nil), "providerLeaseId", env.ProviderLeaseID,
+			"leaseMetadata", map[string]any{"failedCreateCleanup": env}))
+		require.ErrorIs(t, err, cleanup.ErrOwnership)
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+		e.expectLive(id)
+	})
+}
+
+func TestFailedCreateLookupOrDeleteFailureIsReported(t *testing.T) {
+	t.Run("lookup fails", func(t *testing.T) {
+		e, ce := uncertainCreate(t, nil, daytonatest.Fault{Method: "GET", Route: rSandbox, Status: 500, Times: 1})
+		require.Contains(t, ce.Message, "cleanup could not be confirmed for "+ce.Envelope.ProviderLeaseID)
+		require.Empty(t, ce.Envelope.ObservedProviderLeaseID)
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+		require.Len(t, e.live(), 1, "kept for the host's reconciliation")
+		require.True(t, errors.Is(ce, daytona.ErrServer), "causes kept for the worker's log")
+	})
+	t.Run("delete fails", func(t *testing.T) {
+		e, ce := uncertainCreate(t, nil, daytonatest.Fault{Method: "DELETE", Route: rSandbox, Status: 500, Times: 1})
+		require.Contains(t, ce.Message, "cleanup could not be confirmed")
+		require.NotEmpty(t, ce.Envelope.ObservedProviderLeaseID, "the observed id travels with the envelope")
+		e.expectLive(ce.Envelope.ObservedProviderLeaseID)
+		resolveEnvelope(t, e, ce)
+	})
+	t.Run("delete acknowledgement lost", func(t *testing.T) {
+		// Deleted, the reply is a 500: the envelope keeps the observed id,
+		// whose absence then confirms the cleanup.
+		e, ce := uncertainCreate(t, nil, daytonatest.Fault{Method: "DELETE", Route: rSandbox, Perform: true, Status: 500, Times: 1})
+		require.NotEmpty(t, ce.Envelope.ObservedProviderLeaseID)
+		e.expectLive()
+		resolveEnvelope(t, e, ce)
+	})
+}
+
+func TestFailedCreateHungLookupOrDeleteIsBounded(t *testing.T) {
+	for name, f := range map[string]daytonatest.Fault{
+		"lookup": {Method: "GET", Route: rSandbox, Hang: true, Times: 1},
+		"delete": {Method: "DELETE", Route: rSandbox, Hang: true, Times: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e, ce := uncertainCreate(t, map[string]any{"timeoutMs": 800}, f)
+			require.Equal(t, "Daytona lease acquisition timed out; allocation cleanup is pending", ce.Message)
+			require.Len(t, e.live(), 1, "nothing deleted on a spent budget")
+			resolveEnvelope(t, e, ce)
+		})
+	}
+}
+
+func TestFailedCreateRetryStaysUnresolvedWhileNotVisible(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Status: 503, Times: 1})
+	ce := envelopeOf(t, e.acquireErr(nil))
+	p := with(e.base(nil), "providerLeaseId", ce.Envelope.ProviderLeaseID,
+		"leaseMetadata", map[string]any{"failedCreateCleanup": ce.Envelope})
+	for range 2 {
+		_, err := e.call("environmentDestroyLease", p)
+		require.ErrorIs(t, err, cleanup.ErrNotObserved, "absence of a never-observed name is not proof")
+	}
+	require.Equal(t, 1, e.d.idle.report().UncertainCleanups, "still keeps the worker awake")
+	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+}
+
+func TestSentinelIdentityChangesWithResources(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"reuseLease": true, "image": "node:20"})
+	token := func(cfg map[string]any) string {
+		l := e.acquire(cfg)
+		return l.Metadata["workspaceSentinel"].(map[string]any)["token"].(string)
+	}
+	a, b, c := token(map[string]any{"cpu": 2}), token(map[string]any{"cpu": 4}), token(map[string]any{"cpu": 2})
+	require.NotEqual(t, a, b, "a resized environment does not resume old leases")
+	require.Equal(t, a, c, "the same identity yields the same token")
+}
+
+func TestShellFallsBackToSh(t *testing.T) {
+	ws, err := parseSetup("noise\npaperclip-setup\t/home/u/paperclip-workspace\tsh\n")
+	require.NoError(t, err)
+	require.Equal(t, setupResult{remoteCwd: "/home/u/paperclip-workspace", shell: "sh"}, ws)
+	ws, err = parseSetup("paperclip-setup\t/w\tzsh\n")
+	require.NoError(t, err)
+	require.Equal(t, "sh", ws.shell, "anything but bash is sh")
+	_, err = parseSetup("paperclip-setup\trelative\tbash\n")
+	require.Error(t, err)
+	sh, res := verifySentinel("paperclip-setup\tsh\n{\"token\":\"t\"}\n", "t")
+	require.Equal(t, "sh", sh)
+	require.Equal(t, "matched", res)
+	_, res = verifySentinel("paperclip-setup\tbash\n\npaperclip-setup-missing\n", "t")
+	require.Equal(t, "missing", res)
+	_, res = verifySentinel("paperclip-setup\tbash\nnot json\n", "t")
+	require.Equal(t, "mismatch", res)
+}
