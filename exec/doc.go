@@ -60,9 +60,10 @@
 //     separated snapshot reconciles whatever the stream missed.
 //
 // Output is demultiplexed per stream at the byte level (daytona.Demuxer)
-// and replays are dropped by per-stream byte offset. Snapshots are JSON
-// text in which the daemon already replaced invalid bytes by U+FFFD, so
-// they are reconciled in text space. Only complete UTF-8 characters reach
+// and replays are dropped by per-stream byte offset. Snapshots are read as
+// the raw marked log (not the JSON form, which holds the whole log and
+// renders invalid bytes as U+FFFD), so they reconcile by the same byte
+// offsets as the follow socket. Only complete UTF-8 characters reach
 // the Sink (an incomplete tail is withheld until its continuation arrives
 // or the exit is confirmed); invalid bytes become one U+FFFD each, exactly
 // as in the final result, so the streamed text is always a prefix of the
@@ -99,12 +100,10 @@
 // further bytes are only counted. Live streaming stops at the same cap, so
 // the streamed text stays a prefix of the result and the host's 128 Mi
 // characters per execute are never reached (2 × 32 Mi + markers). Memory per
-// execute is bounded by the cap plus one log snapshot read
-// (Options.MaxSnapshotBytes, default 64 MiB). A larger final snapshot is
-// replaced by one replay of the log over a follow socket (bounded memory,
-// byte-offset dedupe); only if that fails too does the result carry
-// metadata.finalSnapshotSkipped = "too_large". While polling, an oversized
-// snapshot yields no new live output (the exit is still observed).
+// execute is bounded by the cap: log snapshots (the final one, and each
+// poll) are read as the raw marked log, streamed and demultiplexed, and
+// reconciled by per-stream byte offset exactly like a reconnect, so no
+// snapshot is ever held whole and binary output reconciles byte for byte.
 // One-shot results are read whole by the client (the daemon's answer is a
 // single JSON value) and capped afterwards.
 //
@@ -133,10 +132,10 @@
 //	| 102,103 | hour-long commands, no invented exit or lifetime cap     | TestTwoHourCommandWithInjectedClock                       |
 //	| 104   | fallback budget and partial output after failed streams    | TestPollFallbackTimeoutKeepsPartialOutput                 |
 //	| 105   | provider status errors after a clean close are returned    | TestStatusReadFailsBeforeStreamAndAfterCleanClose         |
-//	| 106   | bytes written after the socket closed are recovered        | TestCloseBeforeFinalFrameIsReconciledBySnapshot, TestOversizedFinalSnapshotReconciledByReplay |
+//	| 106   | bytes written after the socket closed are recovered        | TestCloseBeforeFinalFrameIsReconciledBySnapshot, TestLostFinalFrameReconciledByStreamedSnapshot |
 //	| 107   | stalled status / snapshot / final snapshot bounded         | TestStatusHangAfterCleanCloseTimesOutWithPartialOutput, TestFinalSnapshotStallReportsConfirmedExit, TestStatusReadHangsIsBounded |
 //	| 108   | streamed output kept when the status read times out        | TestStatusHangAfterCleanCloseTimesOutWithPartialOutput    |
-//	| 109   | UTF-8 preserved through closes, genuine U+FFFD kept        | TestSocketClosedMidLineMidMarkerMidCharacter, TestBinaryAndMultibyteOutput, TestOutputNeverSplitsACharacter, TestOutputWithheldIncompleteTail, TestOutputSnapshotInTextSpace |
+//	| 109   | UTF-8 preserved through closes, genuine U+FFFD kept        | TestSocketClosedMidLineMidMarkerMidCharacter, TestBinaryAndMultibyteOutput, TestOutputNeverSplitsACharacter, TestOutputWithheldIncompleteTail |
 //	| 111,112 | replayed prefix dropped by byte offset, chunks forwarded | TestOutputDedupesReplaysByOffset, TestSocketClosedMidLineMidMarkerMidCharacter |
 //	| 113,117 | one-shot combined output, no bwrap/su                    | TestOneShotCombinedOutput                                 |
 //	| 116   | stdin staged in the sandbox (several MiB), file removed    | TestStdinOfSeveralMiB, TestStdinFileRemovedWhenTheCommandFails |

@@ -47,8 +47,6 @@ type envOpt func(*cmdexec.Options)
 
 func withFakeClock(o *cmdexec.Options) { o.Clock = exectest.NewFakeClock() }
 
-func withMaxSnapshot(n int64) envOpt { return func(o *cmdexec.Options) { o.MaxSnapshotBytes = n } }
-
 func withCap(n int64) envOpt { return func(o *cmdexec.Options) { o.OutputCap = n } }
 
 func newEnv(t testing.TB, opts ...envOpt) *env {

@@ -45,8 +45,6 @@ type streamBuf struct {
 	cost    int64 // host characters of text (JSON-escaped UTF-16 units)
 	capped  bool
 	dropped int64 // raw bytes discarded beyond the cap
-	// textMode: a snapshot was applied; reconciliation is by text from now.
-	textMode bool
 }
 
 // output demultiplexed per stream, deduplicated by byte offset and
@@ -99,43 +97,8 @@ func (o *output) feed(gen uint64, stream int, off int64, data []byte) bool {
 	return true
 }
 
-// feedSnapshot reconciles with a full snapshot of both streams. The
-// snapshot is JSON text in which the daemon already replaced each invalid
-// byte with U+FFFD, exactly as this buffer decodes, so it is compared in
-// text space, not byte space: the new part is what follows the text held
-// so far (withheld bytes are superseded by the snapshot's rendering).
-// A snapshot that does not extend the held text adds nothing. After a
-// snapshot, stream bytes are no longer accepted (offsets would not match).
-func (o *output) feedSnapshot(gen uint64, stdout, stderr string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if gen != o.gen {
-		return false
-	}
-	for i, s := range []string{stdout, stderr} {
-		b := o.streams[i]
-		b.textMode = true
-		if b.capped {
-			continue
-		}
-		if !utf8.ValidString(s) {
-			s = validText(s) // a text/plain snapshot carries raw bytes
-		}
-		held := b.text.String()
-		if len(s) <= len(held) || s[:len(held)] != held {
-			continue
-		}
-		b.pending = nil
-		o.decodeLocked(b, []byte(s[len(held):]), true)
-	}
-	return true
-}
-
 func (o *output) feedLocked(stream int, off int64, data []byte) {
 	b := o.streams[stream]
-	if b.textMode {
-		return
-	}
 	end := off + int64(len(data))
 	if end <= b.recv || off > b.recv {
 		return
@@ -258,20 +221,4 @@ func hostCost(r rune) int64 {
 		return 2
 	}
 	return 1
-}
-
-// validText renders s as this buffer does: each invalid byte becomes U+FFFD.
-func validText(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	for len(s) > 0 {
-		r, n := utf8.DecodeRuneInString(s)
-		if r == utf8.RuneError && n == 1 {
-			b.WriteString("\uFFFD")
-		} else {
-			b.WriteString(s[:n])
-		}
-		s = s[n:]
-	}
-	return b.String()
 }

@@ -81,10 +81,6 @@ type Options struct {
 	// StdinDir is the sandbox directory for stdin files (default "/tmp",
 	// as the reference: /tmp/paperclip-stdin-<uuid>).
 	StdinDir string
-	// MaxSnapshotBytes bounds one log snapshot read
-	// (default daytona.DefaultMaxLogSnapshot). A final snapshot above it is
-	// replaced by a replay over a follow socket.
-	MaxSnapshotBytes int64
 	// Logger receives teardown failures (default: discarded).
 	Logger *slog.Logger
 	// Span, if set, is called after each session create ("session.open")
@@ -121,7 +117,6 @@ type Runner struct {
 	clock    Clock
 	cap      int64
 	stdinDir string
-	maxSnap  int64
 	log      *slog.Logger
 	span     func(ctx context.Context, name, sessionID string, start, end time.Time, err error)
 
@@ -131,7 +126,7 @@ type Runner struct {
 
 // NewRunner returns a Runner.
 func NewRunner(o Options) *Runner {
-	r := &Runner{clock: o.Clock, cap: o.OutputCap, stdinDir: o.StdinDir, maxSnap: o.MaxSnapshotBytes, log: o.Logger,
+	r := &Runner{clock: o.Clock, cap: o.OutputCap, stdinDir: o.StdinDir, log: o.Logger,
 		leases: map[string]*lease{}}
 	if r.clock == nil {
 		r.clock = RealClock{}

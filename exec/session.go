@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
@@ -120,21 +119,6 @@ func (x *run) statusRead(parent context.Context, d time.Duration, boundCause err
 		return nil, classify(parent, rctx, err)
 	}
 	return cmd.ExitCode, nil
-}
-
-// snapshotRead reads the full separated log snapshot under parent,
-// bounded by d. A log larger than MaxSnapshotBytes reports tooLarge.
-func (x *run) snapshotRead(parent context.Context, d time.Duration) (logs *daytona.CommandLogs, tooLarge bool, err error) {
-	rctx, cancel := withBound(parent, x.r.clock, d, errObservationBound)
-	defer cancel()
-	logs, _, err = x.t.Client.Toolbox.GetSessionCommandLogs(rctx, x.t.Sandbox, x.sess.id, x.cmdID, x.r.maxSnap)
-	if err != nil {
-		if rctx.Err() == nil && errors.Is(err, daytona.ErrMalformedResponse) && strings.Contains(err.Error(), "log larger than") {
-			return nil, true, nil
-		}
-		return nil, false, classify(parent, rctx, err)
-	}
-	return logs, false, nil
 }
 
 // sessionLost reports a toolbox answer meaning the session is gone.
@@ -355,10 +339,8 @@ func (x *run) exitAfterClose() (*int, error) {
 // outside the command deadline (the command is over) but under the
 // observation bound.
 func (x *run) complete(code int) (Result, error) {
-	var tooLarge bool
 	if !x.out.bothCapped() {
-		logs, big, err := x.snapshotRead(x.ctx, x.eff)
-		if err != nil {
+		if err := x.rawSnapshot(x.ctx, x.eff); err != nil {
 			if errors.Is(err, errObservationBound) {
 				return x.timeout("session_log_observation", &code), nil
 			}
@@ -373,38 +355,30 @@ func (x *run) complete(code int) (Result, error) {
 			}
 			return res, fmt.Errorf("exec: final log snapshot: %w", err)
 		}
-		if big {
-			// The snapshot is held in memory by design, so it is size-bound;
-			// beyond the bound, replay the log over a follow socket instead
-			// (memory stays bounded; the exit is recorded, so the log is
-			// complete and the socket ends on its own).
-			tooLarge = x.replay() != nil
-		}
-		if logs != nil {
-			x.out.feedSnapshot(x.out.nextGen(), logs.Stdout, logs.Stderr)
-		}
 	}
 	x.out.finish()
-	res := x.result(&code)
-	if tooLarge {
-		// Bytes the stream missed could not be reconciled; say so.
-		res.Metadata["finalSnapshotSkipped"] = "too_large"
-	}
-	return res, nil
+	return x.result(&code), nil
 }
 
-// replay reads the whole log once more over a follow connection and feeds
-// what the stream missed (byte-offset dedupe, as for a reconnect).
-func (x *run) replay() error {
+// rawSnapshot reads the whole log once more as the raw marked bytes,
+// streamed (memory stays bounded whatever the command printed), and feeds
+// what the stream missed by per-stream byte offset, exactly as a reconnect
+// does. Byte offsets of the raw log are the follow socket's, so the
+// reconciliation is exact even for binary output; the JSON snapshot would
+// have to be held whole, and it renders invalid bytes as U+FFFD.
+func (x *run) rawSnapshot(parent context.Context, d time.Duration) error {
 	gen := x.out.nextGen()
-	defer x.out.nextGen()
-	rctx, cancel := withBound(x.ctx, x.r.clock, x.eff, errObservationBound)
+	defer x.out.nextGen() // late callbacks of this read are ignored
+	rctx, cancel := withBound(parent, x.r.clock, d, errObservationBound)
 	defer cancel()
-	return x.t.Client.Toolbox.FollowSessionCommandLogs(rctx, x.t.Sandbox, x.sess.id, x.cmdID, nil,
-		func(c daytona.LogChunk) error {
-			x.out.feed(gen, int(c.Stream)-1, c.Offset, c.Data)
-			return nil
-		})
+	err := x.t.Client.Toolbox.StreamSessionCommandLogs(rctx, x.t.Sandbox, x.sess.id, x.cmdID, func(c daytona.LogChunk) error {
+		x.out.feed(gen, int(c.Stream)-1, c.Offset, c.Data)
+		return nil
+	})
+	if err != nil {
+		return classify(parent, rctx, err)
+	}
+	return nil
 }
 
 // poll is the fallback: status, then snapshot, at most once per
@@ -427,12 +401,8 @@ func (x *run) poll(anyClean bool) (Result, error) {
 			return x.readFailed(err)
 		}
 		if !x.out.bothCapped() {
-			logs, _, err := x.snapshotRead(pctx, bound)
-			if err != nil {
+			if err := x.rawSnapshot(pctx, bound); err != nil {
 				return x.readFailed(err)
-			}
-			if logs != nil {
-				x.out.feedSnapshot(x.out.nextGen(), logs.Stdout, logs.Stderr)
 			}
 		}
 		if code != nil {

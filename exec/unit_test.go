@@ -143,33 +143,6 @@ func TestOutputWithheldIncompleteTail(t *testing.T) {
 	assert.Equal(t, stdout, sl.text("stdout"))
 }
 
-func TestOutputSnapshotInTextSpace(t *testing.T) {
-	var sl sinkLog
-	o := newOutput(sl.sink, 0)
-	g := o.nextGen()
-	o.feed(g, 0, 0, []byte("x\xffy\xe2\x98"))
-	// The daemon's JSON snapshot renders the invalid byte as U+FFFD and
-	// has the rest of the snowman.
-	o.feedSnapshot(o.nextGen(), "x\uFFFDy☃ end", "")
-	o.finish()
-	stdout, _, _ := o.snapshot()
-	assert.Equal(t, "x\uFFFDy☃ end", stdout)
-	assert.Equal(t, stdout, sl.text("stdout"))
-	// A shorter or diverging snapshot adds nothing.
-	o2 := newOutput(nil, 0)
-	g = o2.nextGen()
-	o2.feed(g, 0, 0, []byte("abcdef"))
-	o2.feedSnapshot(o2.nextGen(), "abc", "")
-	o2.feedSnapshot(o2.nextGen(), "abXdefgh", "")
-	stdout, _, _ = o2.snapshot()
-	assert.Equal(t, "abcdef", stdout)
-	// A raw text/plain snapshot is normalised the same way.
-	o3 := newOutput(nil, 0)
-	o3.feedSnapshot(o3.nextGen(), "a\xffb", "")
-	stdout, _, _ = o3.snapshot()
-	assert.Equal(t, "a\uFFFDb", stdout)
-}
-
 func TestOutputCapCountsHostCharacters(t *testing.T) {
 	var sl sinkLog
 	o := newOutput(sl.sink, 10)
@@ -190,7 +163,7 @@ func TestOutputSinkChunksAreBounded(t *testing.T) {
 	var sl sinkLog
 	o := newOutput(sl.sink, 0)
 	big := strings.Repeat("é", maxSinkChunk) // 2 bytes each
-	o.feedSnapshot(o.nextGen(), "x"+big, "")
+	o.feed(o.nextGen(), 0, 0, []byte("x"+big))
 	for _, c := range sl.calls {
 		assert.LessOrEqual(t, len(c[1]), maxSinkChunk)
 		assert.True(t, utf8.ValidString(c[1]))
