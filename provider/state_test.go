@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -275,3 +276,118 @@ func TestOverlappingWorkKeepsAllocationEvidenceUntilAQuietReceipt(t *testing.T) 
 	require.NoError(t, err)
 	require.Zero(t, e.d.idle.report().Allocations, "a later quiet delete receipt clears it")
 }
+
+func TestExecutesReuseTheCachedHandle(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	e.use(e.newDriver())
+	e.srv.ResetRequests()
+	first, err := e.execute(l, "true", nil)
+	require.NoError(t, err)
+	require.Equal(t, false, first.Metadata["cacheHit"])
+	second, err := e.execute(l, "true", nil)
+	require.NoError(t, err)
+	require.Equal(t, true, second.Metadata["cacheHit"])
+	require.Contains(t, second.Metadata, "getDurationMs", "present (≈0) on a hit")
+	require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "a single client.get across execs")
+}
+
+func TestHandleCacheKeepsConcurrentLeasesApart(t *testing.T) {
+	e := newTestEnv(t, nil)
+	a, b := e.acquire(nil), e.acquire(nil)
+	e.use(e.newDriver())
+	gate := make(chan struct{})
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Gate: gate, Times: 2})
+	e.srv.ResetRequests()
+	ra := e.async("environmentRealizeWorkspace", e.realizeParams(a))
+	rb := e.async("environmentRealizeWorkspace", e.realizeParams(b))
+	e.awaitRequests("GET", rSandbox, 2)
+	close(gate)
+	require.NoError(t, wait(t, ra).err)
+	require.NoError(t, wait(t, rb).err)
+	require.Equal(t, 2, e.srv.CountRequests("GET", rSandbox), "one lookup per lease")
+	for _, l := range []lease{a, b} {
+		k := e.scopeOf(*l.ProviderLeaseID)
+		require.Equal(t, *l.ProviderLeaseID, e.d.handles.m[k].sb.ID, "no promise crossing")
+	}
+}
+
+func TestExecuteAfterReleaseIsRefused(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	// Queued behind the teardown gate: refused once the tombstone is set.
+	end := e.d.scopes.beginTeardown(e.scopeOf(id))
+	_, err := e.execute(l, "true", nil)
+	require.ErrorContains(t, err, "Daytona sandbox lease "+id+" is no longer active.")
+	end()
+	_, err = e.call("environmentReleaseLease", e.leaseParams(l, nil))
+	require.NoError(t, err)
+	_, err = e.execute(l, "true", nil)
+	var inactive *LeaseInactiveError
+	require.ErrorAs(t, err, &inactive, "late execute after the release tombstone")
+	require.Zero(t, e.srv.CountDispatches("true"), "nothing dispatched")
+}
+
+func TestFailedWorkDoesNotAdvanceFreshness(t *testing.T) {
+	e, clock, l := clocked(t, nil)
+	clock.Advance(7 * time.Minute)
+	e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Status: 500, Times: 1})
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.Error(t, err)
+	clock.Advance(30 * time.Second) // 7.5 min since the last success
+	_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "the failure did not count as proof of life")
+}
+
+func TestCachedResumeReverifiesTheSentinelAndEvictsOnMismatch(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"reuseLease": true})
+	l := e.acquire(nil)
+	k := e.scopeOf(*l.ProviderLeaseID)
+	require.NotNil(t, e.d.handles.m[k], "acquire-seeded")
+	path := l.Metadata["workspaceSentinel"].(map[string]any)["path"].(string)
+	require.NoError(t, writeFile(path, `{"token":"copied-from-elsewhere"}`))
+	e.srv.ResetRequests()
+	raw, err := e.call("environmentResumeLease", e.resumeParams(l, nil))
+	require.NoError(t, err)
+	require.Equal(t, "mismatch", decode[lease](t, raw).Metadata["workspaceSentinel"].(map[string]any)["result"])
+	require.Equal(t, 1, e.srv.CountRequests("POST", rExecute), "verified even with a cached handle")
+	require.Nil(t, e.d.handles.m[k], "evicted")
+}
+
+func TestRealizeAfterResumeWithAProviderFilledTarget(t *testing.T) {
+	for _, projectless := range []bool{false, true} {
+		t.Run(map[bool]string{false: "workspace", true: "projectless task"}[projectless], func(t *testing.T) {
+			e := newTestEnv(t, map[string]any{"reuseLease": true})
+			extra := []any{}
+			if projectless {
+				extra = []any{"executionWorkspaceId", nil, "issueId", "issue-1"}
+			}
+			l := e.acquire(nil, extra...)
+			id := *l.ProviderLeaseID
+			// The host merges lease metadata into later configs, so the
+			// target Daytona filled in now appears in the config; the
+			// account fingerprint ignores it and the scope stays the same.
+			l.Metadata["target"] = "eu"
+			withTarget := func(p map[string]any) map[string]any {
+				return with(p, "config", with(p["config"].(map[string]any), "target", "eu"))
+			}
+			_, err := e.call("environmentReleaseLease", e.leaseParams(l, map[string]any{"target": "eu"}))
+			require.NoError(t, err)
+			_, err = e.call("environmentRealizeWorkspace", withTarget(e.realizeParams(l)))
+			require.ErrorContains(t, err, "is no longer active", "closed after release")
+			raw, err := e.call("environmentResumeLease", withTarget(e.resumeParams(l, nil)))
+			require.NoError(t, err)
+			r := decode[lease](t, raw)
+			require.Equal(t, id, *r.ProviderLeaseID)
+			require.Equal(t, "matched", r.Metadata["workspaceSentinel"].(map[string]any)["result"])
+			e.srv.ResetRequests()
+			_, err = e.call("environmentRealizeWorkspace", withTarget(e.realizeParams(r)))
+			require.NoError(t, err, "reopened by resume")
+			require.Zero(t, e.srv.CountRequests("GET", rSandbox), "realize without a client.get")
+		})
+	}
+}
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
