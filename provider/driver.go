@@ -16,6 +16,12 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
+// OutputCap bounds each stream of one command result, in host characters.
+// Far beyond what an agent reads back, it keeps a worker's memory small
+// whatever a command prints (the host's own limit is 128 Mi characters per
+// frame); the live stream and the result end with a truncation marker.
+const OutputCap = 16 << 20
+
 // DriverKey is the environment driver key, the same as the first-party
 // plugin's so environments and sandboxes carry over.
 const DriverKey = "daytona"
@@ -77,7 +83,7 @@ func New(o Options) *Driver {
 	if d.now == nil {
 		d.now = time.Now
 	}
-	d.exec = cmdexec.NewRunner(cmdexec.Options{Logger: d.log})
+	d.exec = cmdexec.NewRunner(cmdexec.Options{Logger: d.log, OutputCap: OutputCap})
 	d.work = o.Work
 	if d.work == nil {
 		d.work = execWork{d.exec}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -84,7 +85,15 @@ type serveOptions struct {
 	register func(*rpc.Registry)
 }
 
+// memoryLimit is the worker's soft heap limit unless GOMEMLIMIT says
+// otherwise: the live heap is bounded by the output cap, and the limit keeps
+// the garbage collector from letting the process grow to twice that.
+const memoryLimit = 160 << 20
+
 func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o serveOptions) error {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
 	reg := productRegistry(logger)
 	if o.register != nil {
