@@ -216,12 +216,6 @@ func (w *recordingWork) count(call string) int {
 	return n
 }
 
-func (w *recordingWork) reset() {
-	w.mu.Lock()
-	w.calls, w.keys = nil, nil
-	w.mu.Unlock()
-}
-
 // fakeClock is an injected clock the test advances.
 type fakeClock struct {
 	mu sync.Mutex

@@ -22,12 +22,6 @@ type LeaseWork interface {
 	Forget(key string)
 }
 
-type noWork struct{}
-
-func (noWork) Cancel(string)                       {}
-func (noWork) Close(context.Context, string) error { return nil }
-func (noWork) Forget(string)                       {}
-
 // StopErrorSchema names the typed stop error's data (protocol.md §3.16,
 // proposed; kept here and nowhere else).
 const StopErrorSchema = "paperclip/environment-stop-error/v1"
