@@ -53,7 +53,8 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 	}
 	req := cmdexec.Request{Command: p.Command, Args: p.Args, Cwd: cwd, Env: p.Env, Stdin: p.Stdin,
 		Timeout: timeout, BypassSession: p.BypassSession}
-	sink := func(stream, text string) error { return rpc.ExecuteLog(ctx, rpc.LogStream(stream), text) }
+	live := newLogSink(ctx)
+	defer live.close() // every chunk precedes the response
 
 	var res cmdexec.Result
 	var hit bool
@@ -73,7 +74,8 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 			}
 			d.handles.seed(k, sb)
 		}
-		res, err = d.exec.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, sink)
+		res, err = d.exec.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, live.write)
+		live.close()
 		if err == nil && !res.TimedOut {
 			d.handles.markFresh(k) // only success proves the sandbox is alive
 		}
