@@ -64,3 +64,13 @@ node bench/report.mjs --command "$command" --machine "$machine" --go "$(go env G
   --out "$OUT" "${inputs[@]}"
 echo "bench: wrote $OUT" >&2
 cat "$OUT"
+
+# Execute through the real host path (issue #5): throughput, live-output
+# latency, commands per second, peak RSS at 100 MiB and 1 GiB of output.
+if [ "${BENCH_EXECUTE:-1}" = 1 ]; then
+  make --no-print-directory build >&2
+  echo "bench: execute through the real host (bench/execute.mjs)" >&2
+  "$node24" bench/execute.mjs --launcher "$launcher" --manifest "$pkg/manifest.js" --sim bin/daytona-sim \
+    --runs "$RUNS" --json "${BENCH_EXECUTE_OUT:-$ROOT/bench/execute-latest.json}"
+fi
+
