@@ -4,7 +4,6 @@
 # of the real Paperclip host for the interop test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export GOFLAGS="${GOFLAGS:-} -mod=mod"
 
 echo "== go vet"
 go vet ./...
