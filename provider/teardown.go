@@ -136,14 +136,44 @@ func (t *teardown) fresh(ctx context.Context) (*daytona.Sandbox, error) {
 }
 
 // stopAndWait stops a sandbox and waits until Daytona reports it stopped.
+// Daytona refuses a stop with 409 while it is changing the sandbox's state
+// itself — typically its own auto-stop, which the warm window can race
+// (plugin-behavior.md §13.1): then it waits, inside the same bound, until
+// the sandbox settles. A sandbox Daytona stopped is the receipt; a started
+// one is stopped again. Falling back to delete for a busy stop would destroy
+// a sandbox the caller asked to keep.
 func (t *teardown) stopAndWait(ctx context.Context, bound time.Duration) error {
+	api := t.c.client.Sandboxes
 	return cleanup.WithLiveness(ctx, "sandbox.stop", bound, func(ctx context.Context) error {
-		if _, _, err := t.c.client.Sandboxes.Stop(ctx, t.id, false); err != nil {
-			return err
+		for attempt := 0; ; attempt++ {
+			_, _, err := api.Stop(ctx, t.id, false)
+			if err == nil {
+				_, err = api.WaitUntilStopped(ctx, t.id)
+				return err
+			}
+			if !errors.Is(err, daytona.ErrConflict) || attempt >= maxStopRetries {
+				return err
+			}
+			sb, werr := api.WaitForState(ctx, t.id, daytona.StateStarted, daytona.StateStopped, daytona.StateArchived)
+			if werr != nil {
+				return errors.Join(err, werr)
+			}
+			if retained(sb.State) {
+				return nil
+			}
 		}
-		_, err := t.c.client.Sandboxes.WaitUntilStopped(ctx, t.id)
-		return err
 	})
+}
+
+// maxStopRetries bounds the stops retried after a 409 transition.
+const maxStopRetries = 2
+
+// retained: the sandbox's compute is not running and its files are kept.
+// An archived sandbox (Daytona archives a stopped one after its
+// auto-archive interval) is as stopped as it gets: stopping it again is
+// refused with 400, and must not be mistaken for a failed stop.
+func retained(s daytona.SandboxState) bool {
+	return s == daytona.StateStopped || s == daytona.StateArchived
 }
 
 // deleteAndWait deletes the sandbox and waits for completed destruction.
@@ -197,7 +227,7 @@ func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 		if sb == nil {
 			return t.receipt("destroyed"), nil
 		}
-		if sb.State != daytona.StateStopped {
+		if !retained(sb.State) {
 			if err := t.stopAndWait(ctx, min(cfg.AcquireBudget(), stopStepCap)+startMargin); err != nil {
 				return nil, err
 			}
@@ -215,7 +245,7 @@ func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 	}
 	stopBound := cfg.AcquireBudget() + startMargin
 	if cfg.ReuseLease {
-		if sb.State != daytona.StateStopped {
+		if !retained(sb.State) {
 			if err := t.stopAndWait(ctx, stopBound); err != nil {
 				d.log.Warn("Failed to stop Daytona sandbox during lease release. Attempting delete instead.", "sandboxId", t.id, "err", err)
 				if derr := t.deleteAndWait(ctx); derr != nil {
@@ -228,7 +258,7 @@ func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 	}
 	if cfg.ArchiveOnRelease {
 		err := func() error {
-			if sb.State != daytona.StateStopped {
+			if !retained(sb.State) {
 				if err := t.stopAndWait(ctx, stopBound); err != nil {
 					return err
 				}
@@ -360,7 +390,7 @@ func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, e
 			return nil, &StopError{ProviderLeaseID: t.id, Reason: StopRecoverUnfinished, SandboxState: state, cause: rerr}
 		}
 	}
-	if sb.State != daytona.StateStopped {
+	if !retained(sb.State) {
 		t.observe()
 		if err := t.stopAndWait(ctx, cfg.AcquireBudget()+startMargin); err != nil {
 			return nil, err
