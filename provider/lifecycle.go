@@ -166,6 +166,12 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 	if sb.ID != p.ProviderLeaseID {
 		return rpc.Lease{}, &HandleMismatchError{Got: sb.ID, Want: p.ProviderLeaseID}
 	}
+	if sb.Destroying() {
+		// Deleted (GET by id still shows it until destruction completes):
+		// as gone as a 404, and starting it would fail or be undone.
+		d.idle.release(k)
+		return notResumable(nil), nil
+	}
 	if containerGone(sb) {
 		// Only a fresh read that repeats the exact report proves the loss.
 		var fresh *daytona.Sandbox
