@@ -421,3 +421,18 @@ func TestResumeTransientPhrasing(t *testing.T) {
 	plain := errors.New("Daytona sandbox x is in an unrecoverable error state: boom")
 	require.Equal(t, plain, transientForHost(plain), "a proven failure is not dressed up as transient")
 }
+
+func TestResumeOfASandboxBeingDestroyedExpires(t *testing.T) {
+	e, l, id := reusable(t, nil)
+	release := e.srv.HoldTransitions(id)
+	defer release()
+	client, err := daytona.NewClient(daytona.WithAPIURL(e.srv.URL()), daytona.WithAPIKey(e.srv.APIKey()))
+	require.NoError(t, err)
+	_, _, err = client.Sandboxes.Delete(t.Context(), id) // someone deleted it; destruction in progress
+	require.NoError(t, err)
+	e.srv.ResetRequests()
+	raw, err := e.call("environmentResumeLease", e.resumeParams(l, nil))
+	require.NoError(t, err)
+	require.JSONEq(t, expiredJSON, string(raw))
+	e.noLifecycleMutation()
+}

@@ -590,3 +590,65 @@ func TestDestroyWaitsOutATransitionInProgress(t *testing.T) {
 	require.Equal(t, 2, e.srv.CountRequests("DELETE", rSandbox))
 	e.expectLive()
 }
+
+// --- teardowns racing Daytona's own transitions ---
+
+func TestReusableReleaseDuringAnAutoStopKeepsTheSandbox(t *testing.T) {
+	for _, method := range []string{"environmentReleaseLease", "environmentStopLease", "cancelActiveWork"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			// The warm window and auto-stop coincide (§13.1): Daytona is
+			// stopping the sandbox as the host releases the lease.
+			e := newTestEnv(t, map[string]any{"reuseLease": true})
+			l := e.acquire(nil)
+			id := *l.ProviderLeaseID
+			release := e.srv.HoldTransitions(id)
+			require.NoError(t, e.srv.StopSandbox(id))
+			e.srv.ResetRequests()
+			params := e.leaseParams(l, nil)
+			if method == "cancelActiveWork" {
+				method, params = "environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true)
+			}
+			done := e.async(method, params)
+			e.awaitRequests("POST", rStop, 1) // refused: a transition is in progress
+			e.awaitRequests("GET", rSandbox, 3)
+			release()
+			r := wait(t, done)
+			require.NoError(t, r.err)
+			require.JSONEq(t, receiptJSON(id, "stopped"), string(r.raw))
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "a retained sandbox is never deleted for a busy stop")
+			require.Equal(t, "stopped", e.state(id))
+		})
+	}
+}
+
+func TestTeardownOfAnArchivedRetainedSandbox(t *testing.T) {
+	for _, method := range []string{"environmentReleaseLease", "environmentStopLease", "cancelActiveWork"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			// Daytona auto-archived the stopped sandbox: its compute is not
+			// running and its files are kept, which is what a stop asks for.
+			e := newTestEnv(t, map[string]any{"reuseLease": true})
+			l := e.acquire(nil)
+			id := *l.ProviderLeaseID
+			client, err := daytona.NewClient(daytona.WithAPIURL(e.srv.URL()), daytona.WithAPIKey(e.srv.APIKey()))
+			require.NoError(t, err)
+			require.NoError(t, e.srv.StopSandbox(id))
+			e.await(id, "stopped")
+			_, _, err = client.Sandboxes.Archive(t.Context(), id)
+			require.NoError(t, err)
+			e.await(id, "archived")
+			e.srv.ResetRequests()
+			params := e.leaseParams(l, nil)
+			if method == "cancelActiveWork" {
+				method, params = "environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true)
+			}
+			raw, err := e.call(method, params)
+			require.NoError(t, err)
+			require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "an archived reusable sandbox is kept")
+			require.Zero(t, e.srv.CountRequests("POST", rStop))
+			require.Equal(t, "archived", e.state(id))
+		})
+	}
+}
