@@ -406,8 +406,16 @@ func (d *Driver) realize(ctx context.Context, p rpc.RealizeParams) (rpc.RealizeR
 		if err != nil {
 			return err
 		}
-		if sb, err = d.ensureStarted(ctx, c, sb); err != nil {
-			return err
+		if sb.State != daytona.StateStarted {
+			// As execute does: a restart destroyed the session, and the
+			// cache must not keep the stopped record (the next command
+			// would start an already started sandbox again).
+			d.work.Forget(string(k))
+			if sb, err = d.ensureStarted(ctx, c, sb); err != nil {
+				d.handles.evict(k)
+				return err
+			}
+			d.handles.seed(k, sb)
 		}
 		if _, err := c.client.Files.CreateFolder(ctx, sb.Ref(), remoteCwd, "755"); err != nil {
 			return err
