@@ -123,11 +123,13 @@ func (t *teardown) drain(ctx context.Context) {
 	}
 }
 
-// fresh reads the sandbox now: a cached "stopped" is not a receipt.
-func (t *teardown) fresh(ctx context.Context) (*daytona.Sandbox, error) {
+// fresh reads the sandbox now: a cached "stopped" is not a receipt. The read
+// is bounded by livenessTimeoutMs, capped at max when max > 0 (the Stop
+// button and stop lease use min(livenessTimeoutMs, 30 s), §4.8, §4.9).
+func (t *teardown) fresh(ctx context.Context, max time.Duration) (*daytona.Sandbox, error) {
 	t.observe()
 	var sb *daytona.Sandbox
-	err := t.c.liveness(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
+	err := t.c.liveness(ctx, "sandbox.refreshData", max, func(ctx context.Context) error {
 		var err error
 		sb, err = t.c.getOrNil(ctx, t.id)
 		return err
@@ -220,7 +222,7 @@ func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 		// The Stop button: end running commands now, stop without waiting
 		// for them, never delete.
 		d.work.Cancel(string(t.k))
-		sb, err := t.fresh(ctx)
+		sb, err := t.fresh(ctx, stopStepCap)
 		if err != nil {
 			return nil, err
 		}
@@ -236,7 +238,7 @@ func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 		return t.receipt("stopped"), nil
 	}
 	t.drain(ctx)
-	sb, err := t.fresh(ctx)
+	sb, err := t.fresh(ctx, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -361,7 +363,7 @@ func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, e
 	}); err != nil {
 		return nil, err
 	}
-	sb, err = t.fresh(ctx)
+	sb, err = t.fresh(ctx, stopStepCap)
 	if err != nil {
 		return nil, err
 	}
