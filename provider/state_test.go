@@ -391,3 +391,23 @@ func TestRealizeAfterResumeWithAProviderFilledTarget(t *testing.T) {
 }
 
 func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o644) }
+
+func TestRealizeRestartingASandboxForgetsTheSessionAndRecachesIt(t *testing.T) {
+	e := newTestEnv(t, nil)
+	clock, w := newFakeClock(), &recordingWork{}
+	e.use(e.driverWith(func(o *Options) { o.Now, o.Work = clock.Now, w }))
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	require.NoError(t, e.srv.StopSandbox(id))
+	e.await(id, "stopped")
+	clock.Advance(8 * time.Minute)
+	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Equal(t, 1, w.count("forget"), "the restart destroyed the session")
+	require.Equal(t, "started", string(e.d.handles.m[e.scopeOf(id)].sb.State), "the cache holds the started record")
+	e.srv.ResetRequests()
+	_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+	require.NoError(t, err)
+	require.Zero(t, e.srv.CountRequests("POST", rStart), "no second start")
+	require.Zero(t, e.srv.CountRequests("GET", rSandbox))
+}
