@@ -252,3 +252,68 @@ func TestMinimumTimeoutRaisesOnlyTransferRoundTrips(t *testing.T) {
 }
 
 var errNotFound = errors.New("not found")
+
+func TestSyncInSweepsScratchWhenPromotionFails(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "a"), "a", 0o644)
+	writeFile(t, filepath.Join(host, "b"), "b", 0o644)
+	writeFile(t, filepath.Join(e.root, "blocker"), "a file where a directory is needed", 0o644)
+	_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{
+		{SourcePath: filepath.Join(host, "a"), TargetPath: e.root + "/ok/a", Kind: KindFile},
+		{SourcePath: filepath.Join(host, "b"), TargetPath: e.root + "/blocker/b", Kind: KindFile},
+	}}}, Options{})
+	var se *SandboxCommandError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, 43, se.Exit)
+	assert.Contains(t, err.Error(), "Daytona syncIn rename command failed (exit 43)")
+	assert.Empty(t, e.scratchLeft(t), "every reserved name swept")
+}
+
+func TestSyncInExtractFailureSkipsPostUploadAndRemovesScratch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "d", "x"), "x", 0o644)
+	writeFile(t, filepath.Join(e.root, "target"), "not a directory", 0o644)
+	ran := 0
+	e.t.RunCommand = func(context.Context, string, string, time.Duration) (int, string, string, error) {
+		ran++
+		return 0, "", "", nil
+	}
+	_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o",
+		Files:              []Mapping{{SourcePath: filepath.Join(host, "d"), TargetPath: e.root + "/target", Kind: KindDirectory}},
+		PostUploadCommands: []Command{{Command: "overlay"}, {Command: "remove-deleted"}},
+	}}, Options{})
+	var se *SandboxCommandError
+	require.ErrorAs(t, err, &se)
+	assert.Contains(t, err.Error(), "Daytona syncIn extract command failed")
+	assert.Zero(t, ran, "post-upload commands skipped")
+	assert.Empty(t, e.scratchLeft(t), "scratch tar removed")
+}
+
+func TestConcurrentSyncOutBothReachDownloadBeforeEitherOpens(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "w1", "a"), "1", 0o644)
+	writeFile(t, filepath.Join(e.root, "w2", "a"), "2", 0o644)
+	gate := make(chan struct{})
+	e.srv.Inject(daytonatest.Fault{Route: "/files/download", Gate: gate, Times: 2})
+	host := t.TempDir()
+	errs := make(chan error, 2)
+	for _, w := range []string{"w1", "w2"} {
+		go func() {
+			_, err := SyncOut(context.Background(), e.t, []Operation{{ID: w, Files: []Mapping{{SourcePath: e.root + "/" + w, TargetPath: filepath.Join(host, w), Kind: KindDirectory}}}}, Options{})
+			errs <- err
+		}()
+	}
+	require.NoError(t, e.srv.AwaitRequests(t.Context(), "GET", "/files/download", 2))
+	assert.Len(t, e.scratchLeft(t), 2, "two distinct scratch archives")
+	close(gate)
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	assert.Equal(t, "1", readFile(t, filepath.Join(host, "w1", "a")))
+	assert.Equal(t, "2", readFile(t, filepath.Join(host, "w2", "a")))
+	assert.Empty(t, e.scratchLeft(t))
+}

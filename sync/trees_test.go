@@ -55,6 +55,7 @@ func TestRoundTripUnicodeLongNamesModesAndEmptyDirs(t *testing.T) {
 	writeFile(t, filepath.Join(deep, "leaf"), "deep", 0o640)
 	writeFile(t, filepath.Join(src, "spaces and 'quotes' $(x)"), "shell", 0o755)
 	writeFile(t, filepath.Join(src, "-leading-dash"), "dash", 0o644)
+	writeFile(t, filepath.Join(src, "new\nline"), "newline", 0o644)
 	require.NoError(t, os.MkdirAll(filepath.Join(src, "empty"), 0o700))
 	require.NoError(t, os.Chmod(filepath.Join(src, "empty"), 0o700))
 	require.NoError(t, os.Symlink("日本語.txt", filepath.Join(src, "ünïcödé ✓", "link")))
