@@ -131,6 +131,21 @@ var faultSteps = []faultStep{
 		"drop":  {wantError, liveLease},
 		"delay": {wantLease, liveLease},
 	}},
+	{op: "resume-warm", name: "raise auto-stop", fault: daytonatest.Fault{Route: rAutostop}, expect: map[string]outcome{
+		// Best effort (§13.1): the resume completes whatever the setter does.
+		"500":   {wantLease, liveLease},
+		"429":   {wantLease, liveLease},
+		"hang":  {wantLease, liveLease},
+		"drop":  {wantLease, liveLease},
+		"delay": {wantLease, liveLease},
+	}},
+	{op: "release-archive", name: "archive", fault: daytonatest.Fault{Route: rArchive}, expect: map[string]outcome{
+		"500":   {wantDestroyed, liveNone}, // falls back to delete
+		"429":   {wantStopped, liveLease},  // retried after Retry-After
+		"hang":  {wantError, liveLease},    // the host's deadline ends it: no receipt, nothing deleted
+		"drop":  {wantDestroyed, liveNone},
+		"delay": {wantStopped, liveLease},
+	}},
 	{op: "release", name: "fresh read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
 		"500":   {wantError, liveLease},
 		"429":   {wantError, liveLease}, // Retry-After (1 s) does not fit the 300 ms liveness bound
@@ -215,7 +230,8 @@ func TestFaultMatrix(t *testing.T) {
 }
 
 func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
-	cfg := with(faultConfig, "reuseLease", step.op == "resume" || step.op == "release-reusable")
+	cfg := with(faultConfig, "reuseLease", step.op == "resume" || step.op == "resume-warm" || step.op == "release-reusable",
+		"archiveOnRelease", step.op == "release-archive")
 	e := newTestEnv(t, cfg)
 	f := faultKinds[kind]
 	f.Method, f.Route, f.Skip, f.Perform, f.Times = step.fault.Method, step.fault.Route, step.fault.Skip, step.fault.Perform, 1
@@ -225,7 +241,7 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 	if step.op != "acquire" {
 		l = e.acquire(nil)
 		id = *l.ProviderLeaseID
-		if step.op == "resume" {
+		if step.op == "resume" || step.op == "resume-warm" {
 			require.NoError(t, e.srv.StopSandbox(id))
 			e.await(id, "stopped")
 		}
@@ -256,7 +272,9 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 		raw, err = call("environmentAcquireLease", p)
 	case "resume":
 		raw, err = call("environmentResumeLease", e.resumeParams(l, nil))
-	case "release", "release-reusable":
+	case "resume-warm":
+		raw, err = call("environmentResumeLease", e.resumeParams(l, map[string]any{"warmRunnerIdleTimeoutMs": 900000}))
+	case "release", "release-reusable", "release-archive":
 		raw, err = call("environmentReleaseLease", e.leaseParams(l, nil))
 	case "destroy":
 		raw, err = call("environmentDestroyLease", e.leaseParams(l, nil))
@@ -285,7 +303,9 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 	case wantStopped, wantDestroyed:
 		require.NoError(t, err)
 		require.JSONEq(t, receiptJSON(id, exp.want), string(raw))
-		if exp.want == wantStopped {
+		if exp.want == wantStopped && step.op == "release-archive" {
+			require.Contains(t, []string{"archiving", "archived"}, e.state(id), "archived on release")
+		} else if exp.want == wantStopped {
 			require.Equal(t, "stopped", e.state(id), "a receipt only after Daytona confirmed")
 		} else {
 			require.Equal(t, "gone", e.state(id), "a receipt only after completed destruction")
@@ -307,7 +327,7 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 		require.Equal(t, ce.Envelope.ProviderLeaseID, live[0].Name, "the allocation carries the envelope's name")
 		resolveEnvelope(t, e, ce)
 	}
-	if step.op == "resume" || step.op == "stop" {
+	if step.op == "resume" || step.op == "resume-warm" || step.op == "stop" {
 		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "%s never deletes", step.op)
 		require.Zero(t, e.srv.CountRequests("POST", rCreate), "%s never replaces", step.op)
 	}
