@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -204,48 +205,56 @@ func (e *HandleMismatchError) Error() string {
 }
 
 // get returns the cached record or populates it with fetch, once for any
-// number of concurrent callers. A failed populate is not cached.
+// number of concurrent callers. A failed populate is not cached. The
+// populate runs under the first caller's context: when that caller gives up
+// (the host cancelled its call), the others, still waiting with live
+// contexts, populate again instead of inheriting its cancellation.
 func (h *handles) get(ctx context.Context, k scopeKey, leaseID string, fetch func(context.Context) (*daytona.Sandbox, error)) (sb *daytona.Sandbox, hit bool, err error) {
-	h.mu.Lock()
-	if h.m == nil {
-		h.m = make(map[scopeKey]*handleEntry)
-	}
-	e, hit := h.m[k]
-	if !hit {
-		e = &handleEntry{done: make(chan struct{})}
-		h.m[k] = e
-		h.mu.Unlock()
-		e.sb, e.err = fetch(ctx)
-		if e.err == nil && e.sb.ID != leaseID {
-			e.err = &HandleMismatchError{Got: e.sb.ID, Want: leaseID}
-		}
+	for {
 		h.mu.Lock()
-		if e.err == nil {
-			e.verifiedAt = h.now()
-		} else if h.m[k] == e {
-			delete(h.m, k)
+		if h.m == nil {
+			h.m = make(map[scopeKey]*handleEntry)
 		}
-		close(e.done)
+		e, hit := h.m[k]
+		if !hit {
+			e = &handleEntry{done: make(chan struct{})}
+			h.m[k] = e
+			h.mu.Unlock()
+			e.sb, e.err = fetch(ctx)
+			if e.err == nil && e.sb.ID != leaseID {
+				e.err = &HandleMismatchError{Got: e.sb.ID, Want: leaseID}
+			}
+			h.mu.Lock()
+			if e.err == nil {
+				e.verifiedAt = h.now()
+			} else if h.m[k] == e {
+				delete(h.m, k)
+			}
+			close(e.done)
+			h.mu.Unlock()
+			if e.err != nil {
+				return nil, false, e.err
+			}
+			return e.sb, false, nil
+		}
 		h.mu.Unlock()
-		if e.err != nil {
-			return nil, false, e.err
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return nil, true, ctx.Err()
 		}
-		return e.sb, false, nil
+		if e.err != nil {
+			if ctx.Err() == nil && (errors.Is(e.err, context.Canceled) || errors.Is(e.err, context.DeadlineExceeded)) {
+				continue // the populating caller gave up, not this one
+			}
+			return nil, true, e.err
+		}
+		if e.sb.ID != leaseID {
+			h.evict(k)
+			return nil, true, &HandleMismatchError{Got: e.sb.ID, Want: leaseID}
+		}
+		return e.sb, true, nil
 	}
-	h.mu.Unlock()
-	select {
-	case <-e.done:
-	case <-ctx.Done():
-		return nil, true, ctx.Err()
-	}
-	if e.err != nil {
-		return nil, true, e.err
-	}
-	if e.sb.ID != leaseID {
-		h.evict(k)
-		return nil, true, &HandleMismatchError{Got: e.sb.ID, Want: leaseID}
-	}
-	return e.sb, true, nil
 }
 
 // seed stores a record known to be current (after acquire or resume).
