@@ -411,3 +411,26 @@ func TestRealizeRestartingASandboxForgetsTheSessionAndRecachesIt(t *testing.T) {
 	require.Zero(t, e.srv.CountRequests("POST", rStart), "no second start")
 	require.Zero(t, e.srv.CountRequests("GET", rSandbox))
 }
+
+func TestAWaiterIsNotFailedByThePopulatingCallersCancellation(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	e.use(e.newDriver())
+	gate := make(chan struct{})
+	defer close(gate)
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Gate: gate, Times: 1})
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.callCtx(ctx, "environmentRealizeWorkspace", e.realizeParams(l))
+		first <- err
+	}()
+	e.awaitRequests("GET", rSandbox, 1) // the first caller populates (held)
+	second := e.async("environmentRealizeWorkspace", e.realizeParams(l))
+	awaitScope(t, e.d, e.scopeOf(id), func(st *scopeState) bool { return st.activities == 2 })
+	cancel() // the host gives up on the first call only
+	require.ErrorIs(t, <-first, context.Canceled)
+	require.NoError(t, wait(t, second).err, "the waiting caller populates again")
+	require.Equal(t, 2, e.srv.CountRequests("GET", rSandbox))
+}
