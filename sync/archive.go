@@ -69,6 +69,10 @@ const (
 	reasonTotal      = "tarball larger than the allowed total"
 )
 
+// typeRegV7 is the pre-POSIX regular-file flag ('\x00', the deprecated
+// tar.TypeRegA) that old tar writers still emit.
+const typeRegV7 = '\x00'
+
 // extractStats counts what an extraction wrote.
 type extractStats struct {
 	Files int64 // non-directory members (files and symlinks)
@@ -214,7 +218,7 @@ func (x *extractor) member(hdr *tar.Header, r io.Reader) error {
 		return &ArchiveError{Reason: reasonHardlink, Name: hdr.Name + " link to " + hdr.Linkname}
 	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
 		return &ArchiveError{Reason: reasonSpecial, Name: hdr.Name}
-	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse, tar.TypeCont, tar.TypeDir, tar.TypeSymlink:
+	case tar.TypeReg, typeRegV7, tar.TypeGNUSparse, tar.TypeCont, tar.TypeDir, tar.TypeSymlink:
 	default:
 		return &ArchiveError{Reason: reasonUnknown, Name: hdr.Name}
 	}

@@ -36,7 +36,7 @@ func FuzzExtract(f *testing.F) {
 		f.Add(a)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		_, base := extractInto(t, data, Limits{MaxEntries: 512, MaxEntrySize: 1 << 20, MaxTotal: 4 << 20, MaxNameLen: 1024, MaxDepth: 32})
+		base, _ := extractInto(t, data, Limits{MaxEntries: 512, MaxEntrySize: 1 << 20, MaxTotal: 4 << 20, MaxNameLen: 1024, MaxDepth: 32})
 		assertConfined(t, base)
 	})
 }

@@ -51,7 +51,7 @@ func buildTar(t testing.TB, ms ...member) []byte {
 // extractInto runs the extractor on data inside a fresh sandbox directory
 // (base/stage) and returns the error and base, so callers can prove nothing
 // was written beside the staging dir.
-func extractInto(t testing.TB, data []byte, lim Limits) (error, string) {
+func extractInto(t testing.TB, data []byte, lim Limits) (string, error) {
 	t.Helper()
 	base := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(base, "outside.txt"), []byte("keep"), 0o644))
@@ -60,7 +60,7 @@ func extractInto(t testing.TB, data []byte, lim Limits) (error, string) {
 	require.NoError(t, err)
 	defer root.Close()
 	x := newExtractor(root, lim)
-	return x.extract(context.Background(), bytes.NewReader(data)), base
+	return base, x.extract(context.Background(), bytes.NewReader(data))
 }
 
 // assertConfined checks base holds only stage/ and the untouched sentinel,
@@ -131,7 +131,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 	for _, tc := range hostileCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err, base := extractInto(t, buildTar(t, tc.ms...), tc.lim)
+			base, err := extractInto(t, buildTar(t, tc.ms...), tc.lim)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, ErrUnsafeArchive)
 			var ae *ArchiveError
@@ -157,7 +157,7 @@ func TestExtractAcceptsInTreeLinksAndStrangeNames(t *testing.T) {
 		member{name: "ro/inside", typ: tar.TypeReg, body: "r", mode: 0o444},
 		member{name: "setuid", typ: tar.TypeReg, body: "s", mode: 0o4755},
 	)
-	err, base := extractInto(t, data, Limits{})
+	base, err := extractInto(t, data, Limits{})
 	require.NoError(t, err)
 	assertConfined(t, base)
 	stage := filepath.Join(base, "stage")
@@ -173,7 +173,7 @@ func TestExtractAcceptsInTreeLinksAndStrangeNames(t *testing.T) {
 func TestExtractRefusesTruncatedArchive(t *testing.T) {
 	t.Parallel()
 	data := buildTar(t, member{name: "a", typ: tar.TypeReg, body: strings.Repeat("x", 4000)})
-	err, base := extractInto(t, data[:1500], Limits{})
+	base, err := extractInto(t, data[:1500], Limits{})
 	require.Error(t, err)
 	assertConfined(t, base)
 }

@@ -174,11 +174,13 @@ func (t Target) streamFiles(ctx context.Context, ms []Mapping, o Options) (files
 		ts := &termStream{
 			t: t, o: o, limit: limit, sink: sink.write,
 			done: func(ok bool) {
-				if ok {
-					closeErr = sink.close()
-					if closeErr == nil {
-						closeErr = h.finish()
-					}
+				if !ok {
+					h.discard() // closed and removed before terminal cleanup
+					return
+				}
+				closeErr = sink.close()
+				if closeErr == nil {
+					closeErr = h.finish()
 				}
 			},
 			script: termSender(pre, `dd if="$s" iflag=nofollow bs=65536 2>/dev/null`, post),

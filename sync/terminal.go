@@ -110,14 +110,22 @@ func (s *termStream) run(ctx context.Context) (total int64, rc int, err error) {
 			s.done(ok)
 		}
 	}
-	defer func() { finish(false) }()
+	created := false
+	// Release the host side first, then clean up the terminal: cleanup
+	// (bounded by its own limit) never runs while a host file is open.
+	defer func() {
+		finish(false)
+		if created {
+			s.cleanup(ctx, id)
+		}
+	}()
 	if _, _, err := s.t.Client.PTY.Create(ctx, s.t.Sandbox, &daytona.PTYCreateRequest{
 		ID: id, Cwd: s.t.Root, Cols: 120, Rows: 30, LazyStart: true,
 		Envs: map[string]string{"LC_ALL": "C", "HISTFILE": "/dev/null"},
 	}); err != nil {
 		return 0, 0, &StreamError{Msg: "opening the terminal", Err: err}
 	}
-	defer s.cleanup(ctx, id)
+	created = true
 	conn, err := s.t.Client.PTY.Connect(ctx, s.t.Sandbox, id)
 	if err != nil {
 		return 0, 0, &StreamError{Msg: "attaching to the terminal", Err: err}
