@@ -367,6 +367,7 @@ func unrecoverable(sb *daytona.Sandbox) error {
 func transientForHost(err error) error {
 	var ne net.Error
 	var rl *daytona.RateLimitError
+	var te *daytona.TransportError
 	switch {
 	case errors.As(err, &rl):
 		return fmt.Errorf("Daytona rate limit reached: %w", err)
@@ -374,7 +375,9 @@ func transientForHost(err error) error {
 		return fmt.Errorf("Daytona sandbox resume timed out: %w", err)
 	case errors.Is(err, daytona.ErrServer):
 		return fmt.Errorf("Daytona service unavailable: %w", err)
-	case errors.As(err, &ne):
+	case errors.As(err, &ne), errors.As(err, &te):
+		// Any failed exchange (a reset, or an EOF that is not a net.Error)
+		// proves nothing about the sandbox.
 		return fmt.Errorf("Daytona network error: %w", err)
 	}
 	return err
