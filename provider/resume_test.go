@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -407,9 +408,10 @@ func TestWarmFloorRaiseIsBestEffort(t *testing.T) {
 
 func TestResumeTransientPhrasing(t *testing.T) {
 	cases := map[string]error{
-		"5xx":        fmt.Errorf("x: %w", daytona.ErrServer),
-		"deadline":   context.DeadlineExceeded,
-		"rate limit": &daytona.RateLimitError{ErrorResponse: &daytona.ErrorResponse{StatusCode: 429}},
+		"5xx":                     fmt.Errorf("x: %w", daytona.ErrServer),
+		"deadline":                context.DeadlineExceeded,
+		"rate limit":              &daytona.RateLimitError{ErrorResponse: &daytona.ErrorResponse{StatusCode: 429}},
+		"connection closed (EOF)": &daytona.TransportError{Method: "POST", Route: "/sandbox/{sandboxIdOrName}/start", Err: io.EOF},
 	}
 	for name, err := range cases {
 		t.Run(name, func(t *testing.T) {
