@@ -317,3 +317,36 @@ func TestConcurrentSyncOutBothReachDownloadBeforeEitherOpens(t *testing.T) {
 	assert.Equal(t, "2", readFile(t, filepath.Join(host, "w2", "a")))
 	assert.Empty(t, e.scratchLeft(t))
 }
+
+func TestSyncInRefusesTargetsThroughEscapingSandboxSymlink(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	outside := filepath.Join(e.info.Root, "elsewhere")
+	require.NoError(t, os.MkdirAll(outside, 0o755))
+	require.NoError(t, os.Symlink(outside, filepath.Join(e.root, "esc")))
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "f"), "f", 0o644)
+	writeFile(t, filepath.Join(host, "d", "x"), "x", 0o644)
+	for _, m := range []Mapping{
+		{SourcePath: filepath.Join(host, "f"), TargetPath: e.root + "/esc/new/f", Kind: KindFile},
+		{SourcePath: filepath.Join(host, "d"), TargetPath: e.root + "/esc/newdir", Kind: KindDirectory},
+	} {
+		_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{m}}}, Options{})
+		require.ErrorIs(t, err, ErrNotConfined, m.TargetPath)
+	}
+	ents, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	assert.Empty(t, ents, "nothing created outside the root")
+	assert.Empty(t, e.scratchLeft(t))
+}
+
+func TestSyncOutOfTheRootItselfSkipsScratch(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "a.txt"), "a", 0o644)
+	writeFile(t, filepath.Join(e.root, scratchPrefix+"other-call"), "another call's scratch", 0o644)
+	host := t.TempDir()
+	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root, TargetPath: filepath.Join(host, "all"), Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"a.txt": "file 644 a"}, snapshotTree(t, filepath.Join(host, "all")))
+}

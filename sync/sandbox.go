@@ -60,6 +60,19 @@ else echo "no path canonicalizer" >&2; exit 40; fi
 root=$(canon ` + q(root) + `) || exit 41
 [ -n "$root" ] || exit 41
 inroot() { case "$1" in "$root"|"$root"/*) return 0;; *) return 1;; esac; }
+# mkconf DIR: create DIR only if its nearest existing ancestor resolves
+# inside the root (so mkdir -p never follows a symlink out of it), then
+# print DIR's canonical path.
+mkconf() {
+  a=$1
+  while [ ! -e "$a" ] && [ ! -L "$a" ]; do a=$(dirname -- "$a"); done
+  ca=$(canon "$a") || return 42
+  inroot "$ca" || return 42
+  mkdir -p -- "$1" || return 43
+  c=$(canon "$1") || return 42
+  inroot "$c" || return 42
+  printf '%s' "$c"
+}
 `
 }
 

@@ -186,7 +186,7 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 	for i, m := range ms {
 		target, _ := confine(t.Root, m.TargetPath)
 		parent := path.Dir(target)
-		fmt.Fprintf(&b, "mkdir -p -- %s || exit 43\np=$(canon %s) || exit 42\ninroot \"$p\" || exit 42\n", q(parent), q(parent))
+		fmt.Fprintf(&b, "p=$(mkconf %s) || exit $?\n", q(parent))
 		fmt.Fprintf(&b, "mv -f -- %s \"$p\"/%s || exit 43\n", q(scratch[i]), q(path.Base(target)))
 	}
 	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
@@ -240,7 +240,7 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	var b strings.Builder
 	b.WriteString("set -u\n")
 	b.WriteString(canonPrelude(t.Root))
-	fmt.Fprintf(&b, "mkdir -p -- %s || exit 43\nt=$(canon %s) || exit 42\ninroot \"$t\" || exit 42\n", q(target), q(target))
+	fmt.Fprintf(&b, "t=$(mkconf %s) || exit $?\n", q(target))
 	fmt.Fprintf(&b, "tar -xf %s --delay-directory-restore --no-same-owner -C \"$t\"; rc=$?\nrm -f -- %s\n[ \"$rc\" -eq 0 ] || exit 43\n", q(scratch), q(scratch))
 	if m.Mode != nil {
 		fmt.Fprintf(&b, "chmod %o \"$t\" || exit 50\n", *m.Mode&0o7777)
