@@ -173,24 +173,9 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 		return notResumable(nil), nil
 	}
 	if containerGone(sb) {
-		// Only a fresh read that repeats the exact report proves the loss.
-		var fresh *daytona.Sandbox
-		err := c.liveness(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
-			var err error
-			fresh, err = c.getOrNil(ctx, p.ProviderLeaseID)
-			return err
-		})
-		switch {
-		case err != nil:
-			return rpc.Lease{}, err
-		case fresh == nil:
-			d.idle.release(k)
-			return notResumable(nil), nil
-		case fresh.ID != p.ProviderLeaseID:
-			return rpc.Lease{}, &HandleMismatchError{Got: fresh.ID, Want: p.ProviderLeaseID}
-		case containerGone(fresh):
-			d.idle.release(k)
-			return notResumable(nil), nil
+		fresh, gone, err := d.confirmGone(ctx, c, k, p.ProviderLeaseID)
+		if err != nil || gone {
+			return notResumable(nil), err
 		}
 		sb = fresh
 	}
@@ -198,10 +183,20 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 	if sb.State != daytona.StateStarted {
 		d.work.Forget(string(k)) // a restart destroys the session
 	}
-	sb, err = d.ensureStarted(ctx, c, sb)
+	started, err := d.ensureStarted(ctx, c, sb)
+	if err != nil && ctx.Err() == nil && sb.State != daytona.StateError {
+		// The start may itself have run into a lost container (Daytona
+		// refuses it and puts the sandbox in error with the exact report):
+		// the same fresh read decides, rather than failing the run on a
+		// provable loss. Anything else keeps the start's error.
+		if _, gone, cerr := d.confirmGone(ctx, c, k, p.ProviderLeaseID); cerr == nil && gone {
+			return notResumable(nil), nil
+		}
+	}
 	if err != nil {
 		return rpc.Lease{}, err
 	}
+	sb = started
 	sentinel, _ := p.LeaseMetadata["workspaceSentinel"].(map[string]any)
 	token, _ := sentinel["token"].(string)
 	remoteCwd, _ := p.LeaseMetadata["remoteCwd"].(string)
@@ -238,6 +233,28 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 	md := leaseMetadata(c.cfg, sb, setupResult{remoteCwd: remoteCwd, shell: shell}, true, resumedFrom, verdict)
 	md["sandboxState"] = string(daytona.StateStarted)
 	return rpc.Lease{ProviderLeaseID: ptr(sb.ID), Metadata: md}, nil
+}
+
+// confirmGone re-reads a sandbox that reported a missing container: only a
+// fresh read (bounded by livenessTimeoutMs) that repeats the exact report,
+// or a NotFound, proves the loss (plugin-behavior.md §4.7 step 4.2). Any
+// other failure is returned and preserves the lease.
+func (d *Driver) confirmGone(ctx context.Context, c *conn, k scopeKey, id string) (fresh *daytona.Sandbox, gone bool, err error) {
+	err = c.liveness(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
+		var err error
+		fresh, err = c.getOrNil(ctx, id)
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, false, err
+	case fresh == nil || containerGone(fresh):
+		d.idle.release(k)
+		return nil, true, nil
+	case fresh.ID != id:
+		return nil, false, &HandleMismatchError{Got: fresh.ID, Want: id}
+	}
+	return fresh, false, nil
 }
 
 // containerGone is the missing-container rule of plugin-behavior.md §6.3:
