@@ -438,3 +438,18 @@ func TestResumeOfASandboxBeingDestroyedExpires(t *testing.T) {
 	require.JSONEq(t, expiredJSON, string(raw))
 	e.noLifecycleMutation()
 }
+
+func TestResumeExpiresWhenTheStartRunsIntoALostContainer(t *testing.T) {
+	e, l, id := reusable(t, nil)
+	require.NoError(t, e.srv.StopSandbox(id))
+	e.await(id, "stopped")
+	require.NoError(t, e.srv.LoseContainer(id)) // the start will end in error with the exact report
+	e.srv.ResetRequests()
+	raw, err := e.call("environmentResumeLease", e.resumeParams(l, nil))
+	require.NoError(t, err)
+	require.JSONEq(t, expiredJSON, string(raw))
+	require.Equal(t, 1, e.srv.CountRequests("POST", rStart))
+	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+	require.Zero(t, e.srv.CountRequests("POST", rRecover))
+	require.Equal(t, "error", e.state(id), "left for the host's destroy")
+}
