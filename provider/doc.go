@@ -133,5 +133,12 @@
 // refused-resume retry (§13.9, TestResumeRetriesAStartRefusedWhileStopping,
 // TestResumeGivesUpOnRepeatedRefusalsWithATransientError) and idle evidence
 // (§13.10, TestHealth*, TestOverlappingWorkKeepsAllocationEvidenceUntilAQuietReceipt).
+// Races with Daytona's own transitions, which the reference's mocked SDK
+// never meets, have tests of their own: TestDestroyWaitsOutATransitionInProgress,
+// TestReusableReleaseDuringAnAutoStopKeepsTheSandbox,
+// TestTeardownOfAnArchivedRetainedSandbox, TestResumeOfASandboxBeingDestroyedExpires,
+// TestResumeExpiresWhenTheStartRunsIntoALostContainer; and in-process ones:
+// TestAWaiterIsNotFailedByThePopulatingCallersCancellation,
+// TestRealizeRestartingASandboxForgetsTheSessionAndRecachesIt.
 // BenchmarkLifecycle and BENCH_NOTES.md count Daytona round trips per step.
 package provider
