@@ -323,7 +323,12 @@ func (d *Driver) destroyFailedCreate(ctx context.Context, p rpc.ReleaseParams, r
 	defer cancel()
 	err = cleanup.DestroyFailedCreation(ctx, c.client.Sandboxes, c.fingerprint, &env, cleanup.Options{RequireDurableObservation: true})
 	if err != nil {
-		d.idle.setUncertain(env.ProviderLeaseID, true)
+		// A fenced retry (another account, or a sandbox under the name that
+		// is not ours) is nothing this worker could ever clean up: it must
+		// not keep the worker awake. Everything else is uncertain.
+		if !errors.Is(err, cleanup.ErrOwnership) {
+			d.idle.setUncertain(env.ProviderLeaseID, true)
+		}
 		return nil, err
 	}
 	d.idle.setUncertain(env.ProviderLeaseID, false)
