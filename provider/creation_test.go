@@ -214,3 +214,22 @@ func TestShellFallsBackToSh(t *testing.T) {
 	_, res = verifySentinel("paperclip-setup\tbash\nnot json\n", "t")
 	require.Equal(t, "mismatch", res)
 }
+
+func TestFencedFailedCreateRetryIsNotIdleEvidence(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	c, err := e.d.connect(mustJSON(t, e.cfg))
+	require.NoError(t, err)
+	attempt := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
+	labels, err := OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
+	require.NoError(t, err)
+	env := cleanup.Envelope{ProviderLeaseID: CreationName(attempt), ObservedProviderLeaseID: *l.ProviderLeaseID,
+		CompanyID: "company-1", EnvironmentID: "env-1", RunID: "run-1", AttemptID: attempt,
+		AccountFingerprint: c.fingerprint, Labels: labels}
+	e.use(e.newDriver())
+	_, err = e.call("environmentDestroyLease", with(e.base(nil), "providerLeaseId", env.ProviderLeaseID,
+		"leaseMetadata", map[string]any{"failedCreateCleanup": env}))
+	require.ErrorIs(t, err, cleanup.ErrOwnership)
+	require.Zero(t, e.d.idle.report().UncertainCleanups, "nothing of ours to wait for")
+	e.expectLive(*l.ProviderLeaseID)
+}
