@@ -105,9 +105,14 @@
 // Seed-only behaviour (§13.3, §13.6, §13.7): TestValidateMinimumTimeout,
 // TestMinimumTimeoutRaisesOnlyTransferRoundTrips,
 // TestDiskFullDirectoryExportStreamsThroughTerminal,
-// TestDiskFullSingleFileExportStreamsThroughTerminal, TestTerminal* (flow
+// TestDiskFullSingleFileExportStreamsThroughTerminal,
+// TestSingleFileFallbackRechecksIdentity, TestSingleFileFallbackRefusesEscape,
+// TestTerminal* (flow
 // control, sequence gap, byte count, oversized frames, allocation cap,
 // host reserve, cleanup limit, dropped socket). Large trees:
 // TestRoundTrip10kSmallFiles, TestSparse2GiBFileRoundTrip (skipped with
-// -short). Dropped connections: TestDroppedConnectionsLeaveEarlierFilesAndNoScratch.
+// -short and under -race). Dropped connections:
+// TestDroppedConnectionsLeaveEarlierFilesAndNoScratch, TestTerminalDroppedMidStream.
+// Sandbox-side confinement of inbound targets:
+// TestSyncInRefusesTargetsThroughEscapingSandboxSymlink.
 package sync

@@ -50,6 +50,10 @@ func TestDiskFullDirectoryExportStreamsThroughTerminal(t *testing.T) {
 	assert.Equal(t, "small", readFile(t, filepath.Join(dst, "small.txt")))
 	assert.DirExists(t, filepath.Join(dst, "sub", "empty"))
 	assert.Empty(t, e.scratchLeft(t), "no archive left in the sandbox")
+	assert.NoFileExists(t, filepath.Join(e.info.HomeDir, ".bash_history"), "no command log left in the sandbox")
+	src2, err := os.ReadFile(filepath.Join(src, "sub", "big.bin"))
+	require.NoError(t, err)
+	assert.Equal(t, big, src2, "source preserved")
 	assert.Empty(t, hostScratchLeft(t, host))
 	assert.Positive(t, e.srv.CountRequests("POST", "/process/pty"))
 }
@@ -78,4 +82,44 @@ func TestDiskFullSingleFileExportStreamsThroughTerminal(t *testing.T) {
 	assert.Equal(t, 2, e.srv.CountRequests("POST", "/process/pty"), "one terminal per streamed file")
 	assert.Empty(t, e.scratchLeft(t))
 	assert.Empty(t, hostScratchLeft(t, host))
+}
+
+// TestSingleFileFallbackRechecksIdentity: the source is replaced (new
+// inode) while it streams; the sender reports 46 and the host refuses.
+func TestSingleFileFallbackRechecksIdentity(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src := filepath.Join(e.root, "big")
+	require.NoError(t, os.WriteFile(src, randomBytes(t, 1<<20), 0o644)) // > 17 frames
+	first := true
+	ts := &termStream{t: e.t, done: func(bool) {}, script: fileStreamScript(e.root, src)}
+	ts.sink = func([]byte) error {
+		if first {
+			// The sender cannot finish before this first ack.
+			first = false
+			require.NoError(t, os.WriteFile(src+".new", []byte("swapped"), 0o644))
+			require.NoError(t, os.Rename(src+".new", src))
+		}
+		return nil
+	}
+	_, rc, err := ts.run(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 46, rc)
+}
+
+// TestSingleFileFallbackRefusesEscape: the guarded copy fails for space and
+// the stream re-checks confinement itself: a source that resolves outside
+// the root is refused by both.
+func TestSingleFileFallbackRefusesEscape(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ts := &termStream{t: e.t, done: func(bool) {}, sink: func([]byte) error { return nil }}
+	outside := filepath.Join(e.info.Root, "secret")
+	require.NoError(t, os.WriteFile(outside, []byte("secret"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(e.root, "link")))
+	ts.script = fileStreamScript(e.root, e.root+"/link")
+	n, rc, err := ts.run(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 42, rc)
+	assert.Zero(t, n)
 }

@@ -169,8 +169,6 @@ func (t Target) streamFiles(ctx context.Context, ms []Mapping, o Options) (files
 		hosts = append(hosts, h)
 		sink := &sparseSink{f: h.f, reserve: o.reserveCheck(dirOf(h.tmp))}
 		var closeErr error
-		pre := termCanonPrelude(t.Root) + "s=$(canon " + q(src) + ") || fail 42\ninroot \"$s\" || fail 42\n[ -L \"$s\" ] && fail 44\n[ -f \"$s\" ] || fail 45\nid0=$(stat -c %d:%i -- \"$s\") || fail 45\n"
-		post := "if [ \"$rc\" -eq 0 ]; then id1=$(stat -c %d:%i -- \"$s\") || rc=45\n[ \"$id0\" = \"${id1:-}\" ] || rc=46\ns2=$(canon " + q(src) + ") && inroot \"$s2\" || rc=42\nfi\n"
 		ts := &termStream{
 			t: t, o: o, limit: limit, sink: sink.write,
 			done: func(ok bool) {
@@ -183,7 +181,7 @@ func (t Target) streamFiles(ctx context.Context, ms []Mapping, o Options) (files
 					closeErr = h.finish()
 				}
 			},
-			script: termSender(pre, `dd if="$s" iflag=nofollow bs=65536 2>/dev/null`, post),
+			script: fileStreamScript(t.Root, src),
 		}
 		n, rc, err := ts.run(ctx)
 		if err == nil {
@@ -204,6 +202,16 @@ func (t Target) streamFiles(ctx context.Context, ms []Mapping, o Options) (files
 	}
 	hosts = nil
 	return int64(len(ms)), bytes, nil
+}
+
+// fileStreamScript streams one sandbox file (§13.7): canonical
+// confinement and regular-file checks, the open refuses a symlink
+// (iflag=nofollow), and the device:inode must be the same after the
+// transfer and the path still confined, else the end frame carries 46/42.
+func fileStreamScript(root, src string) string {
+	pre := termCanonPrelude(root) + "s=$(canon " + q(src) + ") || fail 42\ninroot \"$s\" || fail 42\n[ -L \"$s\" ] && fail 44\n[ -f \"$s\" ] || fail 45\nid0=$(stat -c %d:%i -- \"$s\") || fail 45\n"
+	post := "if [ \"$rc\" -eq 0 ]; then id1=$(stat -c %d:%i -- \"$s\") || rc=45\n[ \"$id0\" = \"${id1:-}\" ] || rc=46\ns2=$(canon " + q(src) + ") && inroot \"$s2\" || rc=42\nfi\n"
+	return termSender(pre, `dd if="$s" iflag=nofollow bs=65536 2>/dev/null`, post)
 }
 
 // tarCreate is the sandbox-side archive command for a directory export,
