@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -344,6 +345,23 @@ func (i *idle) release(k scopeKey) {
 	i.mu.Lock()
 	delete(i.allocations, k)
 	i.mu.Unlock()
+}
+
+// releaseSandbox clears allocation evidence of every scope naming this
+// sandbox id under this account: a confirmed destruction proves the sandbox
+// gone for all of them (ids are unique within an account).
+func (i *idle) releaseSandbox(leaseID, fingerprint string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for k := range i.allocations {
+		var f struct {
+			ProviderLeaseID string `json:"providerLeaseId"`
+			Account         string `json:"account"`
+		}
+		if json.Unmarshal([]byte(k), &f) == nil && f.ProviderLeaseID == leaseID && f.Account == fingerprint {
+			delete(i.allocations, k)
+		}
+	}
 }
 
 func (i *idle) setUncertain(name string, uncertain bool) {

@@ -90,14 +90,21 @@ func (t *teardown) observe() { t.gen, _ = t.d.scopes.generation(t.k) }
 
 // confirmed clears allocation evidence after a stop or delete receipt, but
 // only when no other work on the sandbox started or finished meanwhile.
-func (t *teardown) confirmed() {
+func (t *teardown) confirmed(destroyed bool) {
 	if gen, active := t.d.scopes.generation(t.k); gen == t.gen && active == 0 {
 		t.d.idle.release(t.k)
+		if destroyed {
+			// Gone from this account whatever company or environment the
+			// call named: a sweep after the environment was deleted
+			// destroys with environmentId "", and must not leave the
+			// acquire's allocation evidence behind.
+			t.d.idle.releaseSandbox(t.id, t.c.fingerprint)
+		}
 	}
 }
 
 func (t *teardown) receipt(state string) *rpc.Receipt {
-	t.confirmed()
+	t.confirmed(state == "destroyed")
 	return &rpc.Receipt{ProviderLeaseID: t.id, State: state}
 }
 
