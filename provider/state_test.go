@@ -434,3 +434,18 @@ func TestAWaiterIsNotFailedByThePopulatingCallersCancellation(t *testing.T) {
 	require.NoError(t, wait(t, second).err, "the waiting caller populates again")
 	require.Equal(t, 2, e.srv.CountRequests("GET", rSandbox))
 }
+
+func TestDestroyFromASweepClearsTheAcquireEvidence(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	other := e.acquire(nil)
+	require.Equal(t, 2, e.d.idle.report().Allocations)
+	p := e.leaseParams(l, nil)
+	p["environmentId"] = "" // the environment was deleted
+	_, err := e.call("environmentDestroyLease", p)
+	require.NoError(t, err)
+	require.Equal(t, 1, e.d.idle.report().Allocations, "only the destroyed sandbox's evidence is cleared")
+	_, err = e.call("environmentDestroyLease", e.leaseParams(other, nil))
+	require.NoError(t, err)
+	require.True(t, e.d.idle.report().SleepAllowed)
+}
