@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
@@ -129,7 +130,7 @@ func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (fil
 			return 0, 0, err
 		}
 		hosts = append(hosts, h)
-		n, err := writeSparse(h.f, part, buf, nil)
+		n, err := writeSparse(h.f, part, buf, o.reserveCheck(filepath.Dir(h.tmp)))
 		if err == nil {
 			err = h.finish()
 		}
@@ -274,6 +275,9 @@ func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, b
 	}
 	cr := &countingReader{r: body}
 	x := newExtractor(h.stage, o.Limits)
+	// The §13.6 reserve guards every outbound host write, not only the
+	// fallback's: a hostile sandbox must not be able to fill the host disk.
+	x.beforeWrite = o.reserveCheck(h.dir)
 	if err := x.extract(tctx, cr); err != nil {
 		h.discard()
 		return 0, 0, wrapDownload(m, err)

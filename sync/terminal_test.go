@@ -151,3 +151,19 @@ func TestTerminalDroppedMidStream(t *testing.T) {
 	assert.Empty(t, hostScratchLeft(t, host))
 	assert.Empty(t, e.scratchLeft(t))
 }
+
+func TestNormalExportKeepsHostReserveToo(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "w", "a"), strings.Repeat("a", 100<<10), 0o644)
+	host := t.TempDir()
+	o := Options{HostReserve: 1 << 30, HostFreeSpace: func(string) (int64, error) { return 1<<30 + 10<<10, nil }}
+	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/w", TargetPath: filepath.Join(host, "w"), Kind: KindDirectory}}}}, o)
+	require.ErrorIs(t, err, ErrHostSpace)
+	_, err = SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/w/a", TargetPath: filepath.Join(host, "a"), Kind: KindFile}}}}, o)
+	require.ErrorIs(t, err, ErrHostSpace)
+	assert.NoDirExists(t, filepath.Join(host, "w"))
+	assert.NoFileExists(t, filepath.Join(host, "a"))
+	assert.Empty(t, hostScratchLeft(t, host))
+	assert.Empty(t, e.scratchLeft(t))
+}

@@ -80,8 +80,10 @@ type Options struct {
 	// round trips use max(MinimumTimeout, Timeout); commands keep Timeout.
 	// Validate it with ValidateMinimumTimeout first.
 	MinimumTimeout time.Duration
-	// HostReserve is the free space every host write of a terminal-streamed
-	// export must leave (§13.6.3). 0 = DefaultHostReserve; negative = none.
+	// HostReserve is the free space every outbound host write must leave
+	// (§13.6.3 requires it of the terminal fallback; it is applied to every
+	// SyncOut write so a hostile sandbox cannot fill the host disk).
+	// 0 = DefaultHostReserve; negative = none.
 	HostReserve int64
 	// HostFreeSpace reports the bytes available to the worker on the
 	// filesystem holding path. nil = statfs. Tests inject it.
