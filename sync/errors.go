@@ -17,6 +17,9 @@ var (
 	// ErrInvalidMinimumTimeout is an out-of-range minimumTimeoutMs (§13.3);
 	// the RPC layer answers it with -32602.
 	ErrInvalidMinimumTimeout = errors.New("minimumTimeoutMs must be a positive whole number no greater than 1800000.")
+	// ErrNoRemoteDir is a Target without a usable Root (the lease metadata
+	// lacks remoteCwd); its message is the upstream text of §9.
+	ErrNoRemoteDir = errors.New("Daytona file sync requires a workspace remote dir on the lease metadata.")
 	// ErrNotConfined matches a sandbox path outside the lease's remote dir,
 	// lexically or after the sandbox resolved it.
 	ErrNotConfined = errors.New("sync: path not confined to the workspace remote dir")

@@ -350,3 +350,14 @@ func TestSyncOutOfTheRootItselfSkipsScratch(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a.txt": "file 644 a"}, snapshotTree(t, filepath.Join(host, "all")))
 }
+
+func TestTargetNeedsRemoteDir(t *testing.T) {
+	t.Parallel()
+	for _, root := range []string{"", "relative"} {
+		_, err := SyncIn(t.Context(), Target{Root: root}, nil, Options{})
+		require.ErrorIs(t, err, ErrNoRemoteDir)
+		_, err = SyncOut(t.Context(), Target{Root: root}, nil, Options{})
+		require.ErrorIs(t, err, ErrNoRemoteDir)
+		assert.Equal(t, "Daytona file sync requires a workspace remote dir on the lease metadata.", err.Error())
+	}
+}

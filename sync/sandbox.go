@@ -24,28 +24,31 @@ func scratchName(root, suffix string) string {
 // cleanRoot validates the lease's remote dir.
 func cleanRoot(root string) (string, error) {
 	if root == "" || !path.IsAbs(root) || strings.ContainsRune(root, 0) {
-		return "", &PathError{Msg: "Daytona file sync requires a workspace remote dir on the lease metadata", Path: root}
+		return "", ErrNoRemoteDir
 	}
 	return path.Clean(root), nil
 }
 
 // confine checks a sandbox path lexically (§9.3 step 1): absolute, no ".."
-// component, equal to or under root. It returns the cleaned path.
-func confine(root, p string) (string, error) {
+// component, equal to or under root. It returns the cleaned path. what is
+// "source" (outbound, the upstream wording) or "target" (inbound).
+func confineAs(what, root, p string) (string, error) {
 	if p == "" || !path.IsAbs(p) || strings.ContainsRune(p, 0) {
-		return "", &PathError{Msg: "Daytona sync source path is not a confined absolute path", Path: p}
+		return "", &PathError{Msg: "Daytona sync " + what + " path is not a confined absolute path", Path: p}
 	}
 	for _, seg := range strings.Split(p, "/") {
 		if seg == ".." {
-			return "", &PathError{Msg: "Daytona sync source path is not a confined absolute path", Path: p}
+			return "", &PathError{Msg: "Daytona sync " + what + " path is not a confined absolute path", Path: p}
 		}
 	}
 	c := path.Clean(p)
 	if c != root && !strings.HasPrefix(c, strings.TrimSuffix(root, "/")+"/") {
-		return "", &PathError{Msg: "Daytona sync source path escapes the workspace remote dir", Path: p}
+		return "", &PathError{Msg: "Daytona sync " + what + " path escapes the workspace remote dir", Path: p}
 	}
 	return c, nil
 }
+
+func confine(root, p string) (string, error) { return confineAs("source", root, p) }
 
 // q quotes s for a POSIX shell.
 func q(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

@@ -73,11 +73,11 @@ func validateOps(ops []Operation, t Target, inbound bool) error {
 			if err := m.validate(); err != nil {
 				return err
 			}
-			sandboxPath := m.TargetPath
+			sandboxPath, what := m.TargetPath, "target"
 			if !inbound {
-				sandboxPath = m.SourcePath
+				sandboxPath, what = m.SourcePath, "source"
 			}
-			if _, err := confine(t.Root, sandboxPath); err != nil {
+			if _, err := confineAs(what, t.Root, sandboxPath); err != nil {
 				return err
 			}
 		}
@@ -86,7 +86,7 @@ func validateOps(ops []Operation, t Target, inbound bool) error {
 				return fmt.Errorf("%w: empty post-upload command", ErrInvalidOperation)
 			}
 			if c.Cwd != "" {
-				if _, err := confine(t.Root, c.Cwd); err != nil {
+				if _, err := confineAs("command cwd", t.Root, c.Cwd); err != nil {
 					return err
 				}
 			}
