@@ -1,7 +1,9 @@
 package sync
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"encoding/base64"
 	"os"
 	"path/filepath"
@@ -166,4 +168,21 @@ func TestNormalExportKeepsHostReserveToo(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(host, "a"))
 	assert.Empty(t, hostScratchLeft(t, host))
 	assert.Empty(t, e.scratchLeft(t))
+}
+
+func TestTerminalStreamsEmptyAndExactFrameSizedFiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for _, size := range []int{0, 1, 40959, 40960, 3 * 40959} {
+		src := filepath.Join(e.root, fmt.Sprintf("f%d", size))
+		data := randomBytes(t, size)
+		require.NoError(t, os.WriteFile(src, data, 0o644))
+		var got []byte
+		n, rc, err := rawSender(t, e, fileStreamScript(e.root, src), 0, func(b []byte) error { got = append(got, b...); return nil })
+		require.NoError(t, err, size)
+		assert.Equal(t, 0, rc)
+		assert.EqualValues(t, size, n)
+		assert.Equal(t, len(data), len(got))
+		assert.True(t, bytes.Equal(data, got), size)
+	}
 }
