@@ -3,8 +3,8 @@ package sync
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"encoding/base64"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
