@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +140,21 @@ var faultSteps = []faultStep{
 		"drop":  {wantLease, liveLease},
 		"delay": {wantLease, liveLease},
 	}},
+	{op: "resume-recover", name: "recover", fault: daytonatest.Fault{Route: rRecover}, expect: map[string]outcome{
+		"500":   {wantError, liveLease},
+		"429":   {wantLease, liveLease}, // retried after Retry-After
+		"hang":  {wantError, liveLease},
+		"drop":  {wantError, liveLease},
+		"delay": {wantLease, liveLease},
+	}},
+	{op: "stop-recover", name: "recover", fault: daytonatest.Fault{Route: rRecover}, expect: map[string]outcome{
+		// Anything but a finished recovery is the typed recover_unfinished.
+		"500":   {wantError, liveLease},
+		"429":   {wantStopped, liveLease},
+		"hang":  {wantError, liveLease},
+		"drop":  {wantError, liveLease},
+		"delay": {wantStopped, liveLease},
+	}},
 	{op: "release-archive", name: "archive", fault: daytonatest.Fault{Route: rArchive}, expect: map[string]outcome{
 		"500":   {wantDestroyed, liveNone}, // falls back to delete
 		"429":   {wantStopped, liveLease},  // retried after Retry-After
@@ -230,7 +246,7 @@ func TestFaultMatrix(t *testing.T) {
 }
 
 func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
-	cfg := with(faultConfig, "reuseLease", step.op == "resume" || step.op == "resume-warm" || step.op == "release-reusable",
+	cfg := with(faultConfig, "reuseLease", strings.HasPrefix(step.op, "resume") || step.op == "release-reusable",
 		"archiveOnRelease", step.op == "release-archive")
 	e := newTestEnv(t, cfg)
 	f := faultKinds[kind]
@@ -241,9 +257,12 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 	if step.op != "acquire" {
 		l = e.acquire(nil)
 		id = *l.ProviderLeaseID
-		if step.op == "resume" || step.op == "resume-warm" {
+		switch step.op {
+		case "resume", "resume-warm":
 			require.NoError(t, e.srv.StopSandbox(id))
 			e.await(id, "stopped")
+		case "resume-recover", "stop-recover":
+			require.NoError(t, e.srv.SetError(id, "no space left on device", true))
 		}
 	}
 	if step.name == "inline delete after failed setup" {
@@ -270,7 +289,7 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 		}
 		p := with(e.base(budget), "runId", "run-1", "agentId", "agent-1", "executionWorkspaceId", "ws-1")
 		raw, err = call("environmentAcquireLease", p)
-	case "resume":
+	case "resume", "resume-recover":
 		raw, err = call("environmentResumeLease", e.resumeParams(l, nil))
 	case "resume-warm":
 		raw, err = call("environmentResumeLease", e.resumeParams(l, map[string]any{"warmRunnerIdleTimeoutMs": 900000}))
@@ -278,7 +297,7 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 		raw, err = call("environmentReleaseLease", e.leaseParams(l, nil))
 	case "destroy":
 		raw, err = call("environmentDestroyLease", e.leaseParams(l, nil))
-	case "stop":
+	case "stop", "stop-recover":
 		raw, err = call("environmentStopLease", e.leaseParams(l, nil))
 	}
 	require.Equal(t, 1, h.Hits(), "the fault applied")
@@ -294,8 +313,11 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 		require.Error(t, err)
 		require.False(t, errors.As(err, &ce), "no envelope: %v", err)
 		require.NotContains(t, err.Error(), e.srv.APIKey())
-		if step.op == "resume" {
+		if strings.HasPrefix(step.op, "resume") {
 			require.Regexp(t, hostTransient, err.Error(), "the host retries a transient resume failure")
+		}
+		if step.op == "stop-recover" {
+			stopErrorOf(t, err, id, StopRecoverUnfinished)
 		}
 	case wantEnvelope:
 		ce = envelopeOf(t, err)
@@ -327,7 +349,7 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 		require.Equal(t, ce.Envelope.ProviderLeaseID, live[0].Name, "the allocation carries the envelope's name")
 		resolveEnvelope(t, e, ce)
 	}
-	if step.op == "resume" || step.op == "resume-warm" || step.op == "stop" {
+	if strings.HasPrefix(step.op, "resume") || strings.HasPrefix(step.op, "stop") {
 		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "%s never deletes", step.op)
 		require.Zero(t, e.srv.CountRequests("POST", rCreate), "%s never replaces", step.op)
 	}
