@@ -87,8 +87,9 @@ func heldReceipt(t *testing.T, e *testEnv, id, method string, params any, provid
 	e.srv.ResetRequests()
 	done := e.async(method, params)
 	e.awaitRequests(providerCall[0], providerCall[1], 1)
-	// Daytona accepted the call; the worker keeps reading the sandbox.
-	e.awaitRequests("GET", rSandbox, 3)
+	// Daytona accepted the call; the worker keeps polling the held sandbox
+	// (two reads after the call prove it is waiting, not answering).
+	e.awaitRequests("GET", rSandbox, e.srv.CountRequests("GET", rSandbox)+2)
 	select {
 	case r := <-done:
 		t.Fatalf("receipt before the provider confirmed: %s %v", r.raw, r.err)
