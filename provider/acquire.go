@@ -139,6 +139,7 @@ func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, e
 			Envelope: a.envelope.Clone(), Causes: []error{setupErr, derr},
 		}
 	}
+	d.idle.release(c.scope(p.EnvironmentBase, sb.ID)) // deleted and gone: no allocation left
 	return rpc.Lease{}, setupErr
 }
 
@@ -221,6 +222,7 @@ func (a *acquisition) failedAfterCreate(ctx context.Context, sb *daytona.Sandbox
 		return &cleanup.Error{Message: "Daytona lease setup failed; allocation cleanup is pending",
 			Envelope: a.envelope.Clone(), Causes: []error{cause, derr}}
 	}
+	a.d.idle.release(a.c.scope(a.p.EnvironmentBase, sb.ID))
 	return cause
 }
 
@@ -235,15 +237,20 @@ func (a *acquisition) nameTaken(ctx context.Context, cause error) error {
 		return err
 	})
 	env := a.envelope.Clone()
-	if err == nil && cleanup.Verify(sb, &env) == nil {
+	switch {
+	case err == nil && cleanup.Verify(sb, &env) == nil:
 		env.ObservedProviderLeaseID = sb.ID
-		a.d.idle.setUncertain(env.ProviderLeaseID, true)
-		return &cleanup.Error{
-			Message:  "Daytona sandbox " + env.ProviderLeaseID + " already exists for this creation operation; cleanup is pending",
-			Envelope: env, Causes: []error{cause},
-		}
+	case err == nil, errors.Is(err, daytona.ErrNotFound):
+		// Someone else's sandbox holds the name (or it vanished): nothing
+		// of ours to report.
+		return fmt.Errorf("Daytona sandbox name %s is already taken and could not be proven to belong to this creation operation", env.ProviderLeaseID)
 	}
-	return fmt.Errorf("Daytona sandbox name %s is already taken and could not be proven to belong to this creation operation", env.ProviderLeaseID)
+	// Ours, or (lookup failed) quite possibly ours: the host journals it.
+	a.d.idle.setUncertain(env.ProviderLeaseID, true)
+	return &cleanup.Error{
+		Message:  "Daytona sandbox " + env.ProviderLeaseID + " already exists for this creation operation; cleanup is pending",
+		Envelope: env, Causes: []error{cause, err},
+	}
 }
 
 // definitiveRejection: a 4xx answer (not a timeout) means Daytona refused

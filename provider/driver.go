@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -207,7 +209,9 @@ func (c *conn) getOrNil(ctx context.Context, id string) (*daytona.Sandbox, error
 	return sb, err
 }
 
-// countingTransport counts in-flight provider requests as idle evidence.
+// countingTransport counts in-flight provider requests as idle evidence: a
+// request counts until its response body is closed, so streamed downloads
+// and log-follow sockets count for as long as they are open.
 type countingTransport struct {
 	base http.RoundTripper
 	idle *idle
@@ -215,8 +219,33 @@ type countingTransport struct {
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	t.idle.add(&t.idle.requests, 1)
-	defer t.idle.add(&t.idle.requests, -1)
-	return t.base.RoundTrip(r)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || resp == nil || resp.Body == nil {
+		t.idle.add(&t.idle.requests, -1)
+		return resp, err
+	}
+	done := sync.OnceFunc(func() { t.idle.add(&t.idle.requests, -1) })
+	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
+		// A WebSocket upgrade: the body is the connection, keep it writable.
+		resp.Body = countedConn{rwc, done}
+	} else {
+		resp.Body = countedBody{resp.Body, done}
+	}
+	return resp, nil
 }
+
+type countedBody struct {
+	io.ReadCloser
+	done func()
+}
+
+func (b countedBody) Close() error { defer b.done(); return b.ReadCloser.Close() }
+
+type countedConn struct {
+	io.ReadWriteCloser
+	done func()
+}
+
+func (c countedConn) Close() error { defer c.done(); return c.ReadWriteCloser.Close() }
 
 func ptr[T any](v T) *T { return &v }

@@ -45,6 +45,7 @@ type scopeState struct {
 	// reply (idle evidence rule, plugin-behavior.md §13.10).
 	generation uint64
 	changed    chan struct{} // closed and replaced on every change
+	closedAt   time.Time     // when admission closed (tombstone age)
 }
 
 // scopes holds the admission state, teardown gates and activity gates of
@@ -60,10 +61,34 @@ func (s *scopes) state(k scopeKey) *scopeState { // s.mu held
 	}
 	st := s.m[k]
 	if st == nil {
+		if len(s.m) >= maxScopes {
+			s.pruneLocked()
+		}
 		st = &scopeState{changed: make(chan struct{})}
 		s.m[k] = st
 	}
 	return st
+}
+
+// maxScopes bounds the scope table of a long-lived worker. Past it, idle
+// entries go first, then tombstones older than tombstoneTTL: a late call
+// for a lease torn down that long ago is then served as an unknown lease
+// (as a restarted worker would), never confused with another one.
+const (
+	maxScopes    = 8192
+	tombstoneTTL = time.Hour
+)
+
+func (s *scopes) pruneLocked() {
+	now := time.Now()
+	for k, st := range s.m {
+		if st.activities > 0 || st.teardowns > 0 {
+			continue
+		}
+		if st.admission != admissionClosed || now.Sub(st.closedAt) > tombstoneTTL {
+			delete(s.m, k)
+		}
+	}
 }
 
 func (st *scopeState) broadcast() { // s.mu held
@@ -122,6 +147,7 @@ func (s *scopes) beginTeardown(k scopeKey) (end func()) {
 	s.mu.Lock()
 	st := s.state(k)
 	st.admission = admissionClosed
+	st.closedAt = time.Now()
 	st.teardowns++
 	st.broadcast()
 	s.mu.Unlock()

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -448,4 +449,26 @@ func TestDestroyFromASweepClearsTheAcquireEvidence(t *testing.T) {
 	_, err = e.call("environmentDestroyLease", e.leaseParams(other, nil))
 	require.NoError(t, err)
 	require.True(t, e.d.idle.report().SleepAllowed)
+}
+
+func TestScopeTableStaysBounded(t *testing.T) {
+	var s scopes
+	for i := range maxScopes + 10 {
+		k := scopeKey(fmt.Sprint("open-", i))
+		s.open(k)
+	}
+	s.mu.Lock()
+	n := len(s.m)
+	s.mu.Unlock()
+	require.LessOrEqual(t, n, maxScopes, "idle entries are pruned")
+
+	// A fresh tombstone survives pruning: late work stays refused.
+	end := s.beginTeardown("closed")
+	end()
+	for i := range maxScopes + 10 {
+		s.open(scopeKey(fmt.Sprint("more-", i)))
+	}
+	err := s.withActivity(t.Context(), "closed", "lease-x", false, func(context.Context) error { return nil })
+	var inactive *LeaseInactiveError
+	require.ErrorAs(t, err, &inactive)
 }
