@@ -112,7 +112,9 @@
 // host reserve, cleanup limit, dropped socket). Large trees:
 // TestRoundTrip10kSmallFiles, TestSparse2GiBFileRoundTrip (skipped with
 // -short and under -race). Dropped connections:
-// TestDroppedConnectionsLeaveEarlierFilesAndNoScratch, TestTerminalDroppedMidStream.
+// TestDroppedConnectionsLeaveEarlierFilesAndNoScratch (no reply),
+// TestTransfersCutMidBody (bodies cut mid-transfer by a loopback proxy),
+// TestTerminalDroppedMidStream.
 // Sandbox-side confinement of inbound targets:
 // TestSyncInRefusesTargetsThroughEscapingSandboxSymlink.
 package sync
