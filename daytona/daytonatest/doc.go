@@ -11,7 +11,7 @@
 // # Starting it
 //
 //	srv := daytonatest.NewServer(t)          // 127.0.0.1, closed by t.Cleanup
-//	client := daytona.NewClient(daytona.WithBaseURL(srv.URL()), daytona.WithAPIKey(srv.APIKey()))
+//	client := daytona.NewClient(daytona.WithAPIURL(srv.URL()), daytona.WithAPIKey(srv.APIKey()))
 //
 // srv.URL() is the API base URL including its path prefix
 // (http://127.0.0.1:PORT/api); sandboxes report toolboxProxyUrl =
