@@ -20,12 +20,51 @@ import (
 // holding more than one 64 KiB buffer of file data.
 type packer struct {
 	ctx      context.Context
-	tw       *tar.Writer
+	tw       *tar.Writer // nil: walk only (planning which files go direct)
 	excludes []string
 	follow   bool
 	files    int64
 	buf      []byte
 	stack    []fileID // directories on the current path (symlink loops)
+	// direct are the regular files (by tar name) that travel as their own
+	// upload parts instead of inside the archive; a walk-only packer
+	// collects the files of at least directMin bytes into it.
+	direct    map[string]directFile
+	directMin int64
+}
+
+// directFile is a large regular file uploaded straight to a scratch name
+// and renamed into place, so the sandbox writes its bytes once (inside the
+// archive they are written twice: scratch archive, then extraction).
+type directFile struct {
+	abs     string
+	name    string // tar name, relative to the mapping's target
+	mode    fs.FileMode
+	modTime time.Time
+	size    int64
+}
+
+// directMinSize is the size from which a file goes direct: large enough
+// that its rename and timestamp (two sandbox processes) cost less than the
+// second write of its bytes saves.
+const directMinSize = 4 << 20
+
+// planDirect walks src like pack and returns the files that go direct.
+func planDirect(ctx context.Context, src string, excludes []string, follow bool) (map[string]directFile, error) {
+	fi, err := os.Stat(src)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("%w: directory mapping source %s is not a directory", ErrInvalidOperation, src)
+	}
+	p := &packer{ctx: ctx, excludes: append(append([]string{}, alwaysExcluded...), excludes...), follow: follow,
+		direct: map[string]directFile{}, directMin: directMinSize}
+	p.stack = append(p.stack, idOf(fi))
+	if err := p.dir(src, ""); err != nil {
+		return nil, err
+	}
+	return p.direct, nil
 }
 
 type fileID struct{ dev, ino uint64 }
@@ -59,7 +98,8 @@ func excluded(rel string, patterns []string) bool {
 }
 
 // pack streams src into w and returns the number of non-directory entries.
-func pack(ctx context.Context, w io.Writer, src string, excludes []string, follow bool) (int64, error) {
+// Files named in direct are left out (they travel separately).
+func pack(ctx context.Context, w io.Writer, src string, excludes []string, follow bool, direct map[string]directFile) (int64, error) {
 	fi, err := os.Stat(src)
 	if err != nil {
 		return 0, err
@@ -67,7 +107,8 @@ func pack(ctx context.Context, w io.Writer, src string, excludes []string, follo
 	if !fi.IsDir() {
 		return 0, fmt.Errorf("%w: directory mapping source %s is not a directory", ErrInvalidOperation, src)
 	}
-	p := &packer{ctx: ctx, tw: tar.NewWriter(w), excludes: append(append([]string{}, alwaysExcluded...), excludes...), follow: follow, buf: make([]byte, 64<<10)}
+	p := &packer{ctx: ctx, tw: tar.NewWriter(w), excludes: append(append([]string{}, alwaysExcluded...), excludes...), follow: follow,
+		buf: make([]byte, 64<<10), direct: direct}
 	p.stack = append(p.stack, idOf(fi))
 	if err := p.dir(src, ""); err != nil {
 		return p.files, err
@@ -130,6 +171,9 @@ func (p *packer) entry(abs, name string) error {
 			h := p.header(fi, name)
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, target, 0o777
 			p.files++
+			if p.tw == nil {
+				return nil
+			}
 			return p.tw.WriteHeader(h)
 		}
 	}
@@ -143,14 +187,27 @@ func (p *packer) entry(abs, name string) error {
 		}
 		h := p.header(fi, name+"/")
 		h.Typeflag = tar.TypeDir
-		if err := p.tw.WriteHeader(h); err != nil {
-			return err
+		if p.tw != nil {
+			if err := p.tw.WriteHeader(h); err != nil {
+				return err
+			}
 		}
 		p.stack = append(p.stack, id)
 		err := p.dir(abs, name)
 		p.stack = p.stack[:len(p.stack)-1]
 		return err
 	case fi.Mode().IsRegular():
+		if p.tw == nil { // planning
+			if p.directMin > 0 && fi.Size() >= p.directMin {
+				p.direct[name] = directFile{abs: abs, name: name, mode: fi.Mode().Perm(),
+					modTime: fi.ModTime().Truncate(time.Second), size: fi.Size()}
+			}
+			p.files++
+			return nil
+		}
+		if _, ok := p.direct[name]; ok {
+			return nil // uploaded as its own part
+		}
 		f, err := os.Open(abs)
 		if err != nil {
 			return err

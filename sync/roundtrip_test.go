@@ -1,9 +1,11 @@
 package sync
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -48,4 +50,39 @@ func TestRoundTripDirectory(t *testing.T) {
 	assert.True(t, fi.IsDir())
 	assert.Empty(t, e.scratchLeft(t))
 	assert.Empty(t, hostScratchLeft(t, host))
+}
+
+// TestLargeFilesTravelDirect: files of directMinSize and more skip the
+// archive (one write in the sandbox instead of two) and still arrive with
+// their bytes, mode and modification time, beside the archived small files,
+// with no scratch name left behind.
+func TestLargeFilesTravelDirect(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src := filepath.Join(t.TempDir(), "src")
+	big := make([]byte, directMinSize+12345)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "deep", "er"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "deep", "er", "big.bin"), big, 0o640))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "big two.bin"), big[:directMinSize], 0o755))
+	writeFile(t, filepath.Join(src, "small.txt"), "small", 0o644)
+	stamp := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	require.NoError(t, os.Chtimes(filepath.Join(src, "deep", "er", "big.bin"), stamp, stamp))
+
+	res, err := SyncIn(t.Context(), e.t, []Operation{{ID: "in", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/proj", Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, res[0].FilesTransferred)
+	assert.GreaterOrEqual(t, res[0].BytesTransferred, int64(2*directMinSize+12345+5), "archive bytes plus the direct files")
+	got, err := os.ReadFile(filepath.Join(e.root, "proj", "deep", "er", "big.bin"))
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(big, got), "large file bytes intact")
+	assert.Equal(t, os.FileMode(0o640), permOf(t, filepath.Join(e.root, "proj", "deep", "er", "big.bin")))
+	assert.Equal(t, os.FileMode(0o755), permOf(t, filepath.Join(e.root, "proj", "big two.bin")))
+	fi, err := os.Stat(filepath.Join(e.root, "proj", "deep", "er", "big.bin"))
+	require.NoError(t, err)
+	assert.True(t, fi.ModTime().Equal(stamp), "mtime kept: %s", fi.ModTime())
+	assert.Equal(t, "small", readFile(t, filepath.Join(e.root, "proj", "small.txt")))
+	assert.Empty(t, e.scratchLeft(t))
 }

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
@@ -214,6 +216,36 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	tctx, cancel := withTimeout(ctx, o.transferTimeout())
 	defer cancel()
 
+	// Large regular files travel as their own parts of the same upload, to
+	// scratch names, and are renamed into place after the extraction: the
+	// sandbox then writes their bytes once instead of twice.
+	direct, err := planDirect(tctx, m.SourcePath, m.Exclude, m.FollowSymlinks)
+	if err != nil {
+		return 0, 0, fmt.Errorf("Daytona syncIn pack failed for %s: %w", m.SourcePath, err)
+	}
+	names := make([]string, 0, len(direct))
+	for name := range direct {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	directScratch := make([]string, len(names))
+	uploads := make([]daytona.UploadFile, 0, 1+len(names))
+	lazies := make([]*lazyFile, len(names))
+	counters := make([]*countingReader, len(names))
+	for i, name := range names {
+		directScratch[i] = scratchName(t.Root, "")
+		lazies[i] = &lazyFile{path: direct[name].abs}
+		counters[i] = &countingReader{r: io.LimitReader(lazies[i], direct[name].size)}
+	}
+	defer func() {
+		for _, l := range lazies {
+			l.close()
+		}
+		if err != nil && len(directScratch) > 0 {
+			_ = t.removeScratch(ctx, directScratch...)
+		}
+	}()
+
 	pr, pw := io.Pipe()
 	cw := &countingWriter{w: pw}
 	type packResult struct {
@@ -222,11 +254,18 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	}
 	packed := make(chan packResult, 1)
 	go func() {
-		n, err := pack(tctx, cw, m.SourcePath, m.Exclude, m.FollowSymlinks)
+		n, err := pack(tctx, cw, m.SourcePath, m.Exclude, m.FollowSymlinks, direct)
 		pw.CloseWithError(err)
 		packed <- packResult{n, err}
 	}()
-	_, _, uerr := t.Client.Files.Upload(tctx, t.Sandbox, []daytona.UploadFile{{Path: scratch, Content: pr}})
+	uploads = append(uploads, daytona.UploadFile{Path: scratch, Content: pr})
+	for i := range names {
+		uploads = append(uploads, daytona.UploadFile{Path: directScratch[i], Content: counters[i]})
+	}
+	res, _, uerr := t.Client.Files.Upload(tctx, t.Sandbox, uploads)
+	if uerr == nil && len(res.Errors) > 0 {
+		uerr = fmt.Errorf("%s", detail(strings.Join(res.Errors, "; ")))
+	}
 	// Stop the packer if the upload ended early, then wait for it: no
 	// goroutine outlives the call.
 	pr.CloseWithError(io.ErrClosedPipe)
@@ -242,6 +281,26 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	b.WriteString(canonPrelude(t.Root))
 	fmt.Fprintf(&b, "t=$(mkconf %s) || exit $?\n", q(target))
 	fmt.Fprintf(&b, "tar -xf %s --delay-directory-restore --no-same-owner -C \"$t\"; rc=$?\nrm -f -- %s\n[ \"$rc\" -eq 0 ] || exit 43\n", q(scratch), q(scratch))
+	var directBytes int64
+	byMode := map[fs.FileMode][]string{}
+	for i, name := range names {
+		f := direct[name]
+		if counters[i].n != f.size {
+			// It shrank while it was read: fail rather than sync a lie.
+			return 0, 0, fmt.Errorf("Daytona syncIn source %s changed size while it was uploaded", f.abs)
+		}
+		byMode[f.mode&0o7777] = append(byMode[f.mode&0o7777], q(directScratch[i]))
+		directBytes += counters[i].n
+	}
+	for mode, files := range byMode { // one chmod per mode, not per file
+		fmt.Fprintf(&b, "chmod %o %s || exit 43\n", mode, strings.Join(files, " "))
+	}
+	for i, name := range names {
+		// The archive made every parent directory (the names come from our
+		// own walk of the host tree).
+		fmt.Fprintf(&b, "touch -m -d @%d %s && mv -f -- %s \"$t\"/%s || exit 43\n",
+			direct[name].modTime.Unix(), q(directScratch[i]), q(directScratch[i]), q(name))
+	}
 	if m.Mode != nil {
 		fmt.Fprintf(&b, "chmod %o \"$t\" || exit 50\n", *m.Mode&0o7777)
 	}
@@ -252,7 +311,7 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	if r.exit != 0 {
 		return 0, 0, &SandboxCommandError{What: "Daytona syncIn extract command", Exit: r.exit, Detail: r.out}
 	}
-	return pk.files, cw.n, nil
+	return pk.files + int64(len(names)), cw.n + directBytes, nil
 }
 
 // postUpload runs an operation's commands verbatim, in order, fail-fast
