@@ -127,6 +127,23 @@ func (o *output) decodeLocked(b *streamBuf, p []byte, final bool) {
 	start := b.text.Len()
 	i := 0
 	for i < len(p) {
+		// Fast path: a run of plain ASCII (one host character each) is
+		// counted and copied at once; the loop below handles everything
+		// else rune by rune. Output is mostly such runs.
+		if j := i + plainRun(p[i:]); j > i {
+			n := min(int64(j-i), max(0, o.limit-b.cost))
+			b.text.Write(p[i : i+int(n)])
+			b.cost += n
+			i += int(n)
+			if i < j { // the cap falls inside the run
+				b.capped = true
+				b.dropped += int64(len(p) - i)
+				i = len(p)
+				b.text.WriteString(truncationMarker(b.name, o.limit))
+				break
+			}
+			continue
+		}
 		if !final && !utf8.FullRune(p[i:]) {
 			break
 		}
@@ -211,6 +228,18 @@ func (o *output) bothCapped() bool {
 
 // hostCost is the number of characters r occupies in the JSON frame as
 // the host measures it (UTF-16 code units after escaping), conservatively.
+// plainRun is the length of the prefix of p made of bytes that are one
+// host character each and need no escaping: printable ASCII other than
+// '"', '\\', '<', '>' and '&' (see hostCost).
+func plainRun(p []byte) int {
+	for i, c := range p {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return i
+		}
+	}
+	return len(p)
+}
+
 func hostCost(r rune) int64 {
 	switch {
 	case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t' || r == '\b' || r == '\f':

@@ -182,3 +182,27 @@ func TestFailingSinkStopsLiveOutputOnly(t *testing.T) {
 	assert.Equal(t, "ab", stdout)
 	assert.Equal(t, 1, n)
 }
+
+// TestOutputCapInsideAnASCIIRun: the fast path for plain ASCII cuts at the
+// cap exactly where the rune-by-rune path would.
+func TestOutputCapInsideAnASCIIRun(t *testing.T) {
+	var sl sinkLog
+	o := newOutput(sl.sink, 5)
+	g := o.nextGen()
+	o.feed(g, 0, 0, []byte("abcdefgh"))
+	o.finish()
+	stdout, _, truncated := o.snapshot()
+	assert.True(t, truncated)
+	assert.Equal(t, "abcde"+truncationMarker("stdout", 5), stdout)
+	assert.Equal(t, stdout, sl.text("stdout"))
+	assert.EqualValues(t, 3, o.streams[0].dropped)
+
+	// Runs broken by characters that cost more still add up exactly.
+	o2 := newOutput(nil, 0)
+	g = o2.nextGen()
+	o2.feed(g, 0, 0, []byte("ab\"c<d\né\x01z"))
+	o2.finish()
+	s2, _, _ := o2.snapshot()
+	assert.Equal(t, "ab\"c<d\né\x01z", s2)
+	assert.EqualValues(t, 1+1+2+1+6+1+2+1+6+1, o2.streams[0].cost)
+}
