@@ -23,17 +23,41 @@ const cleanupBudget = 30e9 // 30 s
 // the sandbox), then its post-upload commands, verbatim and fail-fast. It
 // returns the results of the operations that completed, and the first error.
 func SyncIn(ctx context.Context, t Target, ops []Operation, o Options) ([]OperationResult, error) {
+	return t.apply(ctx, ops, o, direction{
+		inbound: true,
+		files:   Target.uploadFiles,
+		dir:     Target.uploadDir,
+		fail:    func(_ Target, _ context.Context, err error) error { return err },
+	})
+}
+
+// direction is what differs between SyncIn and SyncOut; apply runs the
+// shared operation loop. The steps are method expressions, so they run on
+// the Target with its cleaned root.
+type direction struct {
+	inbound bool
+	files   func(t Target, ctx context.Context, ms []Mapping, o Options) (int64, int64, error)
+	dir     func(t Target, ctx context.Context, m Mapping, o Options) (int64, int64, error)
+	fail    func(t Target, ctx context.Context, err error) error // classifies an error before it is returned
+}
+
+// apply validates every mapping first, then runs the operations in order:
+// each one's file mappings as one batch, then its directory mappings, then
+// its post-upload commands, fail-fast. It returns the results of the
+// operations that completed and the first error.
+func (t Target) apply(ctx context.Context, ops []Operation, o Options, d direction) ([]OperationResult, error) {
 	root, err := cleanRoot(t.Root)
 	if err != nil {
 		return nil, err
 	}
 	t.Root = root
-	if err := validateOps(ops, t, true); err != nil {
+	if err := validateOps(ops, t, d.inbound); err != nil {
 		return nil, err
 	}
 	results := make([]OperationResult, 0, len(ops))
 	for _, op := range ops {
 		res := OperationResult{ID: op.ID}
+		add := func(n, b int64) { res.FilesTransferred += n; res.BytesTransferred += b }
 		var files []Mapping
 		for _, m := range op.Files {
 			if m.Kind == KindFile {
@@ -41,26 +65,24 @@ func SyncIn(ctx context.Context, t Target, ops []Operation, o Options) ([]Operat
 			}
 		}
 		if len(files) > 0 {
-			n, b, err := t.uploadFiles(ctx, files, o)
+			n, b, err := d.files(t, ctx, files, o)
 			if err != nil {
-				return results, err
+				return results, d.fail(t, ctx, err)
 			}
-			res.FilesTransferred += n
-			res.BytesTransferred += b
+			add(n, b)
 		}
 		for _, m := range op.Files {
 			if m.Kind != KindDirectory {
 				continue
 			}
-			n, b, err := t.uploadDir(ctx, m, o)
+			n, b, err := d.dir(t, ctx, m, o)
 			if err != nil {
-				return results, err
+				return results, d.fail(t, ctx, err)
 			}
-			res.FilesTransferred += n
-			res.BytesTransferred += b
+			add(n, b)
 		}
 		if err := t.postUpload(ctx, op.PostUploadCommands, o); err != nil {
-			return results, err
+			return results, d.fail(t, ctx, err)
 		}
 		results = append(results, res)
 	}

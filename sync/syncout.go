@@ -19,48 +19,11 @@ import (
 // arrived and verified. A sandbox deleted under the call is
 // ErrSandboxNotFound.
 func SyncOut(ctx context.Context, t Target, ops []Operation, o Options) ([]OperationResult, error) {
-	root, err := cleanRoot(t.Root)
-	if err != nil {
-		return nil, err
-	}
-	t.Root = root
-	if err := validateOps(ops, t, false); err != nil {
-		return nil, err
-	}
-	results := make([]OperationResult, 0, len(ops))
-	for _, op := range ops {
-		res := OperationResult{ID: op.ID}
-		var files []Mapping
-		for _, m := range op.Files {
-			if m.Kind == KindFile {
-				files = append(files, m)
-			}
-		}
-		if len(files) > 0 {
-			n, b, err := t.downloadFiles(ctx, files, o)
-			if err != nil {
-				return results, t.classifyOut(ctx, err)
-			}
-			res.FilesTransferred += n
-			res.BytesTransferred += b
-		}
-		for _, m := range op.Files {
-			if m.Kind != KindDirectory {
-				continue
-			}
-			n, b, err := t.downloadDir(ctx, m, o)
-			if err != nil {
-				return results, t.classifyOut(ctx, err)
-			}
-			res.FilesTransferred += n
-			res.BytesTransferred += b
-		}
-		if err := t.postUpload(ctx, op.PostUploadCommands, o); err != nil {
-			return results, t.classifyOut(ctx, err)
-		}
-		results = append(results, res)
-	}
-	return results, nil
+	return t.apply(ctx, ops, o, direction{
+		files: Target.downloadFiles,
+		dir:   Target.downloadDir,
+		fail:  Target.classifyOut,
+	})
 }
 
 // downloadFiles is §9.3: one validate-and-snapshot round trip, one bulk
