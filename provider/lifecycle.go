@@ -15,8 +15,10 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// Bounds the reference uses (plugin-behavior.md §4.2, §4.8, §13.1, §13.8).
+// Bounds the reference uses (plugin-behavior.md §4.2, §4.8, §13.1, §13.8),
+// and probeWindow, the part of the host's 120 s probe timeout the worker uses.
 const (
+	probeWindow      = 115 * time.Second
 	startMargin      = 5 * time.Second
 	stopStepCap      = 30 * time.Second
 	warmRaiseBound   = 5 * time.Second
@@ -31,7 +33,8 @@ func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeRes
 	if err != nil {
 		return probeFailure(ParseConfigOrDefault(p.Config), err), nil
 	}
-	budget := min(c.cfg.AcquireBudget(), 110*time.Second) // the host waits 120 s
+	started := d.now()
+	budget := min(c.cfg.AcquireBudget(), probeWindow-15*time.Second) // the host waits 120 s
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	src, err := RuntimeCreateSource(c.cfg)
@@ -53,7 +56,11 @@ func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeRes
 	}
 	defer func() {
 		// Always delete, with a fresh bound: the probe's own may be spent.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.AcquireBudget())
+		// The host waits 120 s for a probe: the deletion gets what is left
+		// of that (at least 5 s); an unfinished wait leaves a delete that
+		// Daytona is already carrying out, and is logged.
+		left := max(5*time.Second, probeWindow-d.now().Sub(started))
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
 		defer cancel()
 		if err := cleanup.DeleteAndWait(dctx, c.client.Sandboxes, sb.ID); err != nil {
 			d.log.Warn("probe sandbox deletion failed", "sandboxId", sb.ID, "err", err)
@@ -421,6 +428,8 @@ func (d *Driver) realize(ctx context.Context, p rpc.RealizeParams) (rpc.RealizeR
 		return rpc.RealizeResult{}, err
 	}
 	k := c.scope(p.EnvironmentBase, leaseID)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.AcquireBudget()+startMargin)
+	defer cancel()
 	err = d.scopes.withActivity(ctx, k, leaseID, false, func(ctx context.Context) error {
 		sb, _, err := d.sandbox(ctx, c, k, leaseID)
 		if err != nil {

@@ -357,7 +357,8 @@ func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, e
 	}
 	defer end()
 	cfg := t.c.cfg
-	ctx, cancel := context.WithTimeout(ctx, cfg.AcquireBudget()+2*startMargin+recoverWaitBound)
+	// Under the host's timeoutMs + 30 s, with room for one bounded recover.
+	ctx, cancel := context.WithTimeout(ctx, cfg.AcquireBudget()+startMargin+recoverWaitBound)
 	defer cancel()
 	d.work.Cancel(string(t.k))
 	sb, err := t.c.getOrNil(ctx, t.id)
