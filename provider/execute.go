@@ -74,7 +74,13 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 			}
 			d.handles.seed(k, sb)
 		}
-		res, err = d.exec.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, live.write)
+		sink := cmdexec.Sink(live.write)
+		if req.BypassSession {
+			// The one-shot API answers once, with everything: streaming that
+			// right before the result would only send it twice.
+			sink = nil
+		}
+		res, err = d.exec.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, sink)
 		live.close()
 		if err == nil && !res.TimedOut {
 			d.handles.markFresh(k) // only success proves the sandbox is alive
