@@ -273,13 +273,10 @@ func (s *server) reply(conn *jsonrpc2.Conn, req *jsonrpc2.Request, r *request, r
 	} else {
 		werr = s.stream.writeResult(req.ID.Str, result)
 	}
+	// writeResult answers a result that cannot be encoded (or is too large)
+	// with an error frame itself; what is left here is a broken output.
 	if werr != nil && !errors.Is(werr, jsonrpc2.ErrClosed) {
 		s.log.Error("could not write response", "method", req.Method, "err", werr)
-		// A result that cannot be encoded must still answer the host.
-		if err == nil {
-			_ = conn.ReplyWithError(context.Background(), req.ID,
-				&jsonrpc2.Error{Code: CodeWorkerError, Message: "could not encode the result of " + req.Method})
-		}
 	}
 }
 
