@@ -1,12 +1,11 @@
 package daytonatest
 
 import (
-	"bufio"
-	"os"
 	"reflect"
-	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/daytonaworker/daytona-worker/daytona/internal/openapifacts"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -14,72 +13,34 @@ import (
 
 // The emulator must serve only what Daytona serves: every route it
 // implements exists in the OpenAPI documents with the same method, and the
-// fields of its DTOs exist in the matching schemas. (The documents are the
-// read-only contract files of the project, outside the module.)
+// fields of its DTOs exist in the matching schemas. The facts of the
+// documents are committed in daytona/testdata/openapi-facts.txt (generated,
+// see daytona/generate.go).
 
-const specDir = "../../../shared/daytona-api/"
-
-var (
-	rePath   = regexp.MustCompile(`^  (/\S*):\s*$`)
-	reMethod = regexp.MustCompile(`^    (get|post|put|delete|patch):\s*$`)
-	reSchema = regexp.MustCompile(`^    ([A-Za-z0-9_.]+):\s*$`)
-	reProp   = regexp.MustCompile(`^        ([A-Za-z0-9_]+):`)
-)
+const factsFile = "../testdata/openapi-facts.txt"
 
 type spec struct {
 	ops     map[string]bool            // "METHOD /path"
-	schemas map[string]map[string]bool // schema -> properties
+	schemas map[string]map[string]bool // schema -> properties (with allOf parents)
 }
 
 func readSpec(t *testing.T, name string) spec {
 	t.Helper()
-	f, err := os.Open(specDir + name)
+	facts, err := openapifacts.Load(factsFile)
 	require.NoError(t, err)
-	defer f.Close()
+	d := facts[name]
+	require.NotNil(t, d, "%s has no document %q", factsFile, name)
 	sp := spec{ops: map[string]bool{}, schemas: map[string]map[string]bool{}}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	section, path, schema, inProps := "", "", "", false
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "paths:":
-			section = "paths"
-			continue
-		case line == "components:":
-			section = "components"
-			continue
-		}
-		if section == "paths" {
-			if m := rePath.FindStringSubmatch(line); m != nil {
-				path = m[1]
-			} else if m := reMethod.FindStringSubmatch(line); m != nil && path != "" {
-				sp.ops[strings.ToUpper(m[1])+" "+path] = true
-			}
-			continue
-		}
-		if section != "components" {
-			continue
-		}
-		if m := reSchema.FindStringSubmatch(line); m != nil {
-			schema, inProps = m[1], false
-			sp.schemas[schema] = map[string]bool{}
-			continue
-		}
-		if line == "      properties:" {
-			inProps = true
-			continue
-		}
-		if strings.HasPrefix(line, "      ") && !strings.HasPrefix(line, "       ") {
-			inProps = false
-		}
-		if inProps && schema != "" {
-			if m := reProp.FindStringSubmatch(line); m != nil {
-				sp.schemas[schema][m[1]] = true
-			}
+	for k := range d.Ops {
+		sp.ops[k] = true
+	}
+	for sn := range d.Schemas {
+		props, _ := d.Props(sn)
+		sp.schemas[sn] = map[string]bool{}
+		for p := range props {
+			sp.schemas[sn][p] = true
 		}
 	}
-	require.NoError(t, sc.Err())
 	return sp
 }
 
@@ -92,8 +53,8 @@ var (
 )
 
 func TestRoutesExistInOpenAPI(t *testing.T) {
-	api := readSpec(t, "api.openapi.yaml")
-	tb := readSpec(t, "toolbox.openapi.yaml")
+	api := readSpec(t, "api")
+	tb := readSpec(t, "toolbox")
 	require.NotEmpty(t, api.ops)
 	require.NotEmpty(t, tb.ops)
 	// The reader sees what it should (and nothing else).
@@ -125,8 +86,8 @@ func jsonFields(v any) []string {
 }
 
 func TestDTOFieldsExistInSchemas(t *testing.T) {
-	api := readSpec(t, "api.openapi.yaml")
-	tb := readSpec(t, "toolbox.openapi.yaml")
+	api := readSpec(t, "api")
+	tb := readSpec(t, "toolbox")
 	full := api.schemas["Sandbox"]
 	item := api.schemas["SandboxListItem"]
 	require.NotEmpty(t, full)
