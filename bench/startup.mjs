@@ -50,7 +50,7 @@ if (!opts.launcher || !opts.binary) {
 const RUNS = Number(opts.runs);
 const CALLS = Number(opts.calls);
 
-// The environment the host gives a worker (protocol.md §1.2), nothing else.
+// The environment the host gives a worker (docs/host.md#worker-environment), nothing else.
 const hostEnv = {
   PATH: process.env.PATH ?? "",
   NODE_PATH: "",

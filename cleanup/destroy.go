@@ -20,7 +20,7 @@ type SandboxAPI interface {
 
 var _ SandboxAPI = (*daytona.SandboxesService)(nil)
 
-// Bounds of the failed-creation cleanup calls (plugin-behavior.md §3.5).
+// Bounds of the failed-creation cleanup calls (docs/behavior.md#destroy-failed-creation).
 const (
 	LookupBound = 10 * time.Second
 	DeleteBound = 15 * time.Second
@@ -40,13 +40,13 @@ type Options struct {
 	LookupBound, DeleteBound time.Duration
 	// RequireDurableObservation: on first sight of the sandbox, return an
 	// *Error carrying the observed id instead of deleting, so the host
-	// persists it first (destroy path, §4.10).
+	// persists it first (destroy path, docs/behavior.md#destroy).
 	RequireDurableObservation bool
 }
 
 // DestroyFailedCreation finds the allocation an envelope describes, proves it
 // is ours and deletes it, waiting for completed destruction
-// (plugin-behavior.md §3.5). fingerprint is the account fingerprint of the
+// (docs/behavior.md#destroy-failed-creation). fingerprint is the account fingerprint of the
 // current config: a changed key fences the retry. On success the allocation
 // is confirmed gone. env.ObservedProviderLeaseID is set when the sandbox is
 // first seen.
@@ -92,7 +92,7 @@ func DestroyFailedCreation(ctx context.Context, api SandboxAPI, fingerprint stri
 	})
 }
 
-// checkEnvelope is the no-provider-call pre-check of §3.5 step 1.
+// checkEnvelope is the no-provider-call pre-check of docs/behavior.md#destroy-failed-creation step 1.
 func checkEnvelope(fingerprint string, env *Envelope) error {
 	if env == nil || env.AttemptID == "" || env.ProviderLeaseID != CreationNamePrefix+env.AttemptID ||
 		env.AccountFingerprint != fingerprint {
@@ -135,7 +135,7 @@ func Verify(sb *daytona.Sandbox, env *Envelope) error {
 }
 
 // destroyingName: Daytona renames a sandbox it is destroying to
-// DESTROYED_<name>_<ms> (daytona-api.md §2.6).
+// DESTROYED_<name>_<ms> (docs/daytona.md#delete).
 func destroyingName(got, want string) bool {
 	const p = "DESTROYED_"
 	return len(got) > len(p)+len(want)+1 && got[:len(p)] == p && got[len(p):len(p)+len(want)] == want &&
@@ -152,8 +152,8 @@ func DeleteAndWait(ctx context.Context, api SandboxAPI, id string) error {
 	return api.WaitUntilGone(ctx, id)
 }
 
-// LivenessTimeoutError is SandboxLivenessTimeoutError (plugin-behavior.md
-// §4.1): a bounded provider call did not answer in time.
+// LivenessTimeoutError is SandboxLivenessTimeoutError (
+// docs/behavior.md#liveness-bound): a bounded provider call did not answer in time.
 type LivenessTimeoutError struct {
 	Op    string
 	Bound time.Duration

@@ -1,6 +1,6 @@
 // Package cleanup owns everything that deletes a sandbox the worker cannot
 // prove is in use: the failed-creation ownership envelope the host journals
-// (paperclip/environment-creation-cleanup/v1, plugin-behavior.md §3.4–§3.6),
+// (paperclip/environment-creation-cleanup/v1, docs/behavior.md#failed-create, docs/behavior.md#destroy-failed-creation, docs/behavior.md#envelope),
 // ownership verification by exact name and every ownership label,
 // delete-and-wait, and the orphan sweep.
 //
@@ -23,7 +23,7 @@ const Schema = "paperclip/environment-creation-cleanup/v1"
 // CreationNamePrefix starts every sandbox name the worker creates.
 const CreationNamePrefix = "paperclip-create-"
 
-// Ownership label keys the envelope is checked against (plugin-behavior.md §3.2).
+// Ownership label keys the envelope is checked against (docs/behavior.md#labels).
 const (
 	LabelProvider      = "paperclip-provider"
 	LabelCompanyID     = "paperclip-company-id"
@@ -109,7 +109,7 @@ func ParseEnvelope(v any) (Envelope, error) {
 	return e, nil
 }
 
-// Diagnostic is the optional acquisitionDiagnostic (plugin-behavior.md §3.6).
+// Diagnostic is the optional acquisitionDiagnostic (docs/behavior.md#envelope).
 type Diagnostic struct {
 	Phase     string `json:"phase"` // create|workspace|shell|expiry|sentinel
 	ElapsedMs int64  `json:"elapsedMs"`

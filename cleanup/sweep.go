@@ -9,7 +9,7 @@ import (
 )
 
 // Sweep deletes every sandbox that carries all of labels, for test and live
-// leftovers (style.md: everything tests create is labelled and swept). The
+// leftovers (everything tests create is labelled, so it can be swept). The
 // label set must name the provider and at least one more scoping label, so a
 // sweep can never select every Daytona sandbox of an account. Each match is
 // re-verified label by label before it is deleted and waited for.

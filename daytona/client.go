@@ -22,7 +22,7 @@ const (
 	DefaultAPIURL = "https://app.daytona.io/api"
 	// SDKVersion is the protocol level this client speaks, sent as
 	// X-Daytona-SDK-Version. At >= 0.167.0 the toolbox returns stdout and
-	// stderr separately and keeps the stream markers (daytona-api.md §1.3).
+	// stderr separately and keeps the stream markers (docs/daytona.md#version-headers).
 	SDKVersion = "0.190.0"
 	// DefaultSource is sent as X-Daytona-Source. It is deliberately not
 	// "sdk-go": the daemon strips fields for old sdk-go decoders.
@@ -31,7 +31,7 @@ const (
 	DefaultUserAgent = "daytona-worker-go/" + SDKVersion
 )
 
-// Header names of daytona-api.md §1.
+// Header names of docs/daytona.md#client-setup.
 const (
 	HeaderSDKVersion       = "X-Daytona-SDK-Version"
 	HeaderSource           = "X-Daytona-Source"
@@ -193,7 +193,7 @@ func WithUserAgent(ua string) Option {
 }
 
 // WithSource sets X-Daytona-Source (default DefaultSource). Do not claim
-// "sdk-go" (daytona-api.md §1.3).
+// "sdk-go" (docs/daytona.md#version-headers).
 func WithSource(src string) Option {
 	return func(c *Client) error {
 		if strings.TrimSpace(src) == "" || strings.ContainsAny(src, "\r\n") {
@@ -227,7 +227,7 @@ func WithRetryPolicy(p RetryPolicy) Option {
 }
 
 // WithPollBackOff sets the polling interval of the wait helpers. The default
-// follows the SDKs (daytona-api.md §2.11): 100 ms, growing ×1.1 per poll,
+// follows the SDKs (docs/daytona.md#waiting): 100 ms, growing ×1.1 per poll,
 // capped at 1 s. Tests pass a short constant back-off.
 func WithPollBackOff(f func() backoff.BackOff) Option {
 	return func(c *Client) error {
@@ -385,7 +385,7 @@ func (e *redactedError) Unwrap() error { return e.err }
 // ---- requests --------------------------------------------------------------
 
 // SandboxRef addresses one sandbox's toolbox: its ID (never the name) and
-// its toolboxProxyUrl (daytona-api.md §1.4).
+// its toolboxProxyUrl (docs/daytona.md#toolbox-address).
 type SandboxRef struct {
 	ID              string
 	ToolboxProxyURL string
@@ -403,7 +403,7 @@ type call struct {
 	header http.Header // extra headers
 	limit  int64       // max bytes of a decoded JSON answer (default maxJSONBody)
 	// rawLogs asks the toolbox for raw marker logs: no SDK-version header,
-	// X-Daytona-Split-Output: true instead (daytona-api.md §1.3).
+	// X-Daytona-Split-Output: true instead (docs/daytona.md#version-headers).
 	rawLogs bool
 }
 
@@ -452,7 +452,7 @@ type skipActivityKey struct{}
 
 // SkipLastActivity returns a context whose toolbox calls send
 // X-Daytona-Skip-Last-Activity-Update: true, so they do not reset the
-// sandbox's auto-stop timer (daytona-api.md §1.4): for probes that must not
+// sandbox's auto-stop timer (docs/daytona.md#toolbox-address): for probes that must not
 // keep a sandbox alive.
 func SkipLastActivity(ctx context.Context) context.Context {
 	return context.WithValue(ctx, skipActivityKey{}, true)

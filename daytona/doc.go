@@ -4,8 +4,8 @@
 //
 // The official Daytona Go SDK cannot be downloaded from the module proxy, so
 // this package speaks the HTTP/WebSocket API directly, from
-// ../shared/spec/daytona-api.md and the OpenAPI documents in
-// ../shared/daytona-api/. Its surface is shaped so that swapping in the SDK
+// docs/daytona.md and the Daytona OpenAPI documents (checked through
+// testdata/openapi-facts.txt, see generate.go). Its surface is shaped so that swapping in the SDK
 // later touches only this package: callers see concrete request/response
 // types, typed errors and streams, never raw HTTP.
 //
@@ -37,7 +37,7 @@
 // exec and upload are never retried.
 //
 // Toolbox calls are addressed with a [SandboxRef] (sandbox ID plus the
-// sandbox's toolboxProxyUrl, see daytona-api.md §1.4); [Sandbox.Ref] builds
+// sandbox's toolboxProxyUrl, see docs/daytona.md#toolbox-address); [Sandbox.Ref] builds
 // one from a sandbox DTO.
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/

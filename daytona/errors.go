@@ -28,7 +28,7 @@ var (
 	ErrRateLimited = errors.New("daytona: rate limited")
 	// ErrBadRequest matches 400 and 422 answers (validation, invalid state, quota).
 	ErrBadRequest = errors.New("daytona: bad request")
-	// ErrQuota matches the 400 quota answers of daytona-api.md §6 (it also
+	// ErrQuota matches the 400 quota answers of docs/daytona.md#quotas-rate-limits-and-names (it also
 	// matches ErrBadRequest).
 	ErrQuota = errors.New("daytona: quota exceeded")
 	// ErrUnauthorized matches 401 answers (bad or expired API key).
@@ -38,7 +38,7 @@ var (
 	// ErrGone matches 410 answers (command already completed, PTY terminated).
 	ErrGone = errors.New("daytona: gone")
 	// ErrContainerMissing matches the runner's "missing container" condition
-	// (daytona-api.md §2.12): a toolbox 404 whose message contains
+	// (docs/daytona.md#missing-container): a toolbox 404 whose message contains
 	// "sandbox container not found", and a sandbox in state error whose
 	// errorReason is exactly the Docker "No such container" text.
 	ErrContainerMissing = errors.New("daytona: sandbox container missing")
@@ -70,8 +70,8 @@ const maxErrorMessageInString = 512
 
 // ErrorResponse is a non-2xx answer from the API, the toolbox or the proxy.
 //
-// Message, Reason and Code come from the JSON body shapes of daytona-api.md
-// §1.6 (API: message/error; toolbox: message/code; PTY: error) or from the
+// Message, Reason and Code come from the JSON body shapes of
+// docs/daytona.md#error-bodies (API: message/error; toolbox: message/code; PTY: error) or from the
 // raw body text; all are redacted of known secrets.
 type ErrorResponse struct {
 	Method     string // HTTP method
@@ -238,7 +238,7 @@ func (e *SandboxStateError) Is(target error) bool {
 const containerNotFoundText = "sandbox container not found"
 
 // IsMissingContainerReason reports whether errorReason is exactly the
-// runner's text for a lost Docker container (daytona-api.md §2.12):
+// runner's text for a lost Docker container (docs/daytona.md#missing-container):
 //
 //	not found: failed to inspect sandbox container <ID>: Error response from daemon: No such container: <ID>
 //
@@ -258,7 +258,7 @@ func IsMissingContainerReason(errorReason, sandboxID string) bool {
 }
 
 // IsQuotaMessage reports whether a 400 message is one of the quota texts of
-// daytona-api.md §6.
+// docs/daytona.md#quotas-rate-limits-and-names.
 func IsQuotaMessage(msg string) bool {
 	m := strings.ToLower(msg)
 	return strings.Contains(m, "limit exceeded") ||
@@ -267,7 +267,7 @@ func IsQuotaMessage(msg string) bool {
 }
 
 // IsDiskFullMessage reports whether text names an exhausted disk, disk
-// quota or file-size limit (plugin-behavior.md §13.6), case-insensitively.
+// quota or file-size limit (docs/behavior.md#streaming-export), case-insensitively.
 // Use it on command output too.
 func IsDiskFullMessage(text string) bool {
 	t := strings.ToLower(text)
@@ -276,7 +276,7 @@ func IsDiskFullMessage(text string) bool {
 		strings.Contains(t, "file too large")
 }
 
-// errorBody is the union of the error body shapes of daytona-api.md §1.6.
+// errorBody is the union of the error body shapes of docs/daytona.md#error-bodies.
 type errorBody struct {
 	Message json.RawMessage `json:"message"` // string, or an array of strings from validation
 	Error   string          `json:"error"`

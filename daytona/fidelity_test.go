@@ -15,8 +15,8 @@ import (
 // in the v0.190.0 documents, each with its reason. Nothing else may be
 // missing from the schemas.
 var unconfirmedFields = map[string]string{
-	"CreateSandbox.ttlMinutes":      "plugin-behavior.md §13.12: proposed create field for the seed-only ttlMinutes",
-	"Sandbox.autoDestroyAt":         "daytona-api.md §11.1: destroy deadline read by the TS plugin, newer than v0.190.0",
+	"CreateSandbox.ttlMinutes":      "docs/behavior.md#ttl: proposed create field for the seed-only ttlMinutes",
+	"Sandbox.autoDestroyAt":         "docs/daytona.md#ttl: destroy deadline read by the TS plugin, newer than v0.190.0",
 	"SandboxListItem.autoDestroyAt": "same Go type as Sandbox; see Sandbox.autoDestroyAt",
 }
 
@@ -105,7 +105,7 @@ func checkFields(t *testing.T, sp *openapifacts.Doc, schema string, typ reflect.
 			}
 			if schema == "SandboxListItem" {
 				// One Go type decodes list items and full DTOs; list items
-				// omit the full-DTO-only fields (daytona-api.md §2.1).
+				// omit the full-DTO-only fields (docs/daytona.md#sandbox-object).
 				if full, _ := sp.Props("Sandbox"); full != nil {
 					if _, ok := full[name]; ok {
 						continue

@@ -15,7 +15,7 @@ import (
 )
 
 // FilesService manages files inside a sandbox through its toolbox
-// (daytona-api.md §4). Transfers stream: no method holds a whole file in
+// (docs/daytona.md#files). Transfers stream: no method holds a whole file in
 // memory.
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/file-system
@@ -223,7 +223,7 @@ func (f *DownloadedFile) Read(p []byte) (int, error) {
 }
 
 // DownloadFiles asks for several files at once; parts come back in request
-// order, each a file or an error part (daytona-api.md §4).
+// order, each a file or an error part (docs/daytona.md#files).
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/file-system/POST/files/bulk-download
 func (s *FilesService) DownloadFiles(ctx context.Context, ref SandboxRef, paths []string) (*BulkDownload, *Response, error) {

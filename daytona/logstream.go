@@ -49,7 +49,7 @@ var (
 	markerStderr = []byte{2, 2, 2}
 )
 
-// Demuxer splits a Daytona session log (daytona-api.md §3.3, §3.6) into
+// Demuxer splits a Daytona session log (docs/daytona.md#session-exec, docs/daytona.md#follow-logs) into
 // stdout and stderr: bytes after 01 01 01 belong to stdout, bytes after
 // 02 02 02 to stderr; bytes before the first marker are dropped, as the
 // SDKs do. A marker split across writes is recognised: at most two trailing
@@ -161,7 +161,7 @@ type FollowOptions struct {
 const readChunk = 32 << 10
 
 // FollowSessionCommandLogs follows a command's log over the toolbox
-// WebSocket (…/logs?follow=true, daytona-api.md §3.6) and calls fn for each
+// WebSocket (…/logs?follow=true, docs/daytona.md#follow-logs) and calls fn for each
 // stdout/stderr chunk, in order, with per-stream byte offsets. The server
 // replays from byte 0 on every connection. Memory stays bounded whatever
 // the frame sizes. It returns nil when the server closes normally (1000 or

@@ -12,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// PTYService creates and drives pseudo-terminals (daytona-api.md §5).
+// PTYService creates and drives pseudo-terminals (docs/daytona.md#pty).
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/process/POST/process/pty
 type PTYService service

@@ -13,7 +13,7 @@ const (
 	toolboxAPI                // relative to {toolboxProxyUrl}/{sandboxId}
 )
 
-// retryClass says when a route may be sent again (daytona-api.md §7).
+// retryClass says when a route may be sent again (docs/daytona.md#retries).
 type retryClass int
 
 const (
@@ -49,7 +49,7 @@ type route struct {
 	resp       any
 
 	// unconfirmed marks a route or field set that is not in the v0.190.0
-	// OpenAPI documents (TTL; plugin-behavior.md §13.12, daytona-api.md §11).
+	// OpenAPI documents (TTL; docs/behavior.md#ttl, docs/daytona.md#ttl).
 	unconfirmed bool
 }
 
@@ -83,7 +83,7 @@ func newRoute(r route) *route {
 	return p
 }
 
-// Main API routes (daytona-api.md §2, §10).
+// Main API routes (docs/daytona.md#sandboxes).
 var (
 	rCreateSandbox = newRoute(route{name: "createSandbox", method: "POST", tmpl: "/sandbox", retry: retryNever,
 		reqSchema: "CreateSandbox", req: CreateSandboxRequest{}, respSchema: "Sandbox", resp: Sandbox{}})
@@ -112,7 +112,7 @@ var (
 		respSchema: "Sandbox", resp: Sandbox{}})
 	// rSetTTL is NOT in the v0.190.0 API: the Paperclip plugin calls
 	// sandbox.setTtl(minutes) from a newer SDK; the route shape follows the
-	// other interval setters and "a POST …/ttl" (daytona-api.md §11.1). Kept
+	// other interval setters and "a POST …/ttl" (docs/daytona.md#ttl). Kept
 	// here, in one place, until confirmed against the live API.
 	rSetTTL = newRoute(route{name: "setTtl", method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/ttl/{minutes}", retry: retryRateLimited,
 		respSchema: "Sandbox", resp: Sandbox{}, unconfirmed: true})
@@ -128,7 +128,7 @@ var (
 		respSchema: "ToolboxProxyUrl", resp: urlBody{}})
 )
 
-// Toolbox routes (daytona-api.md §3-§5), relative to {toolboxProxyUrl}/{sandboxId}.
+// Toolbox routes (docs/daytona.md#process, docs/daytona.md#session-exec, docs/daytona.md#log-snapshot, docs/daytona.md#follow-logs, docs/daytona.md#files, docs/daytona.md#pty), relative to {toolboxProxyUrl}/{sandboxId}.
 var (
 	rWorkDir = newRoute(route{name: "getWorkDir", method: "GET", tmpl: "/work-dir", api: toolboxAPI, retry: retryIdempotent,
 		respSchema: "WorkDirResponse", resp: dirBody{}})

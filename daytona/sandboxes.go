@@ -11,12 +11,12 @@ import (
 	"strings"
 )
 
-// SandboxesService is the control plane (daytona-api.md §2).
+// SandboxesService is the control plane (docs/daytona.md#sandboxes).
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona/tag/sandbox
 type SandboxesService service
 
-// SandboxState is a sandbox's state (daytona-api.md §2.2).
+// SandboxState is a sandbox's state (docs/daytona.md#states).
 type SandboxState string
 
 // Sandbox states.
@@ -46,7 +46,7 @@ const (
 )
 
 // Sandbox is the sandbox DTO of GET /sandbox/{id} and of list items
-// (daytona-api.md §2.1). Interval fields are minutes; nil means absent.
+// (docs/daytona.md#sandbox-object). Interval fields are minutes; nil means absent.
 type Sandbox struct {
 	ID                  string            `json:"id"`
 	OrganizationID      string            `json:"organizationId,omitempty"`
@@ -79,7 +79,7 @@ type Sandbox struct {
 	RunnerID            string            `json:"runnerId,omitempty"`
 	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
 	// AutoDestroyAt is the wall-clock destroy deadline. NOT in v0.190.0:
-	// proposed by plugin-behavior.md §13.12, unconfirmed (see rSetTTL).
+	// proposed by docs/behavior.md#ttl, unconfirmed (see rSetTTL).
 	AutoDestroyAt string `json:"autoDestroyAt,omitempty"`
 }
 
@@ -102,7 +102,7 @@ func (s *Sandbox) Destroying() bool {
 }
 
 // ContainerMissing reports the lost-container condition of
-// daytona-api.md §2.12 (state error with the exact Docker errorReason).
+// docs/daytona.md#missing-container (state error with the exact Docker errorReason).
 func (s *Sandbox) ContainerMissing() bool {
 	return s.State == StateError && IsMissingContainerReason(s.ErrorReason, s.ID)
 }
@@ -113,7 +113,7 @@ type CreateBuildInfo struct {
 	ContextHashes     []string `json:"contextHashes,omitempty"`
 }
 
-// CreateSandboxRequest is the body of POST /sandbox (daytona-api.md §2.3).
+// CreateSandboxRequest is the body of POST /sandbox (docs/daytona.md#create).
 // Set either Snapshot or Image (or BuildInfo). Resources (CPU, Memory, Disk,
 // GPU) are only allowed with an image. Interval pointers: nil = server
 // default; use [Minutes] to set one.
@@ -135,7 +135,7 @@ type CreateSandboxRequest struct {
 	AutoDeleteInterval  *int              `json:"autoDeleteInterval,omitempty"`
 	BuildInfo           *CreateBuildInfo  `json:"buildInfo,omitempty"`
 	// TTLMinutes is a wall-clock lifetime. NOT in v0.190.0: the field name
-	// is the one proposed by plugin-behavior.md §13.12, unconfirmed.
+	// is the one proposed by docs/behavior.md#ttl, unconfirmed.
 	TTLMinutes *int `json:"ttlMinutes,omitempty"`
 
 	// Image is a convenience: a non-empty Image becomes
@@ -147,7 +147,7 @@ type CreateSandboxRequest struct {
 func Minutes(m int) *int { return &m }
 
 // Create creates a sandbox. It is never retried: after a timeout or 5xx,
-// look the sandbox up by the request's unique Name (daytona-api.md §6).
+// look the sandbox up by the request's unique Name (docs/daytona.md#quotas-rate-limits-and-names).
 // With a snapshot the server waits up to 30 s for started; use
 // [SandboxesService.WaitUntilStarted] for the rest.
 //
@@ -205,7 +205,7 @@ func (s *SandboxesService) sandboxCall(ctx context.Context, cl *call) (*Sandbox,
 	return sb, r, nil
 }
 
-// ListOptions filters GET /sandbox (daytona-api.md §2.5).
+// ListOptions filters GET /sandbox (docs/daytona.md#list).
 type ListOptions struct {
 	// Labels: every key must exist with exactly this value.
 	Labels map[string]string
@@ -426,7 +426,7 @@ func (s *SandboxesService) SetAutoDeleteInterval(ctx context.Context, idOrName s
 }
 
 // SetTTL sets a wall-clock lifetime in minutes. UNCONFIRMED: this route is
-// not in the v0.190.0 API (daytona-api.md §11.1, plugin-behavior.md §13.12);
+// not in the v0.190.0 API (docs/daytona.md#ttl, docs/behavior.md#ttl);
 // against a server without it, expect ErrNotFound. Read the deadline back
 // from [Sandbox.AutoDestroyAt].
 func (s *SandboxesService) SetTTL(ctx context.Context, idOrName string, minutes int) (*Sandbox, *Response, error) {

@@ -12,7 +12,7 @@ import (
 )
 
 // ToolboxService runs commands inside a sandbox through its toolbox
-// (daytona-api.md §3): work dirs, one-shot execute, sessions, command
+// (docs/daytona.md#process): work dirs, one-shot execute, sessions, command
 // status, logs and input. Calls are addressed with a [SandboxRef].
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/process
@@ -129,7 +129,7 @@ func (s *ToolboxService) DeleteSession(ctx context.Context, ref SandboxRef, sess
 }
 
 // SessionExecuteRequest is the body of POST /process/session/{id}/exec.
-// Use RunAsync: true and poll the command (daytona-api.md §3.3).
+// Use RunAsync: true and poll the command (docs/daytona.md#session-exec).
 type SessionExecuteRequest struct {
 	Command           string `json:"command"`
 	RunAsync          bool   `json:"runAsync,omitempty"`
@@ -189,8 +189,8 @@ type CommandLogs struct {
 // necessarily held in memory). Pass a larger limit for bigger logs.
 const DefaultMaxLogSnapshot = 64 << 20
 
-// GetSessionCommandLogs reads the whole log of a command (daytona-api.md
-// §3.5) through a size limit (maxBytes <= 0 means DefaultMaxLogSnapshot).
+// GetSessionCommandLogs reads the whole log of a command (
+// docs/daytona.md#log-snapshot) through a size limit (maxBytes <= 0 means DefaultMaxLogSnapshot).
 // With the SDK-version header the toolbox answers JSON with stdout/stderr;
 // a text/plain answer (older daemon) is demultiplexed here from its markers.
 //
@@ -233,7 +233,7 @@ func (s *ToolboxService) GetSessionCommandLogs(ctx context.Context, ref SandboxR
 // chunk with its per-stream byte offset (the same offsets as
 // FollowSessionCommandLogs, so a caller can append only the bytes it has
 // not seen). It asks for the raw marker format (X-Daytona-Split-Output
-// instead of the SDK-version header, daytona-api.md §1.3); if the server
+// instead of the SDK-version header, docs/daytona.md#version-headers); if the server
 // answers JSON anyway, that answer is decoded through DefaultMaxLogSnapshot.
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/process/GET/process/session/{sessionId}/command/{commandId}/logs

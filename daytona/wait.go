@@ -9,7 +9,7 @@ import (
 )
 
 // WaitForState polls GET /sandbox/{id} until the sandbox is in one of the
-// target states, with the client's poll back-off (daytona-api.md §2.11)
+// target states, with the client's poll back-off (docs/daytona.md#waiting)
 // under ctx: the caller's deadline is the only budget.
 //
 // It fails with a [*SandboxStateError] when the sandbox reaches error or

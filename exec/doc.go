@@ -1,6 +1,6 @@
 // Package exec runs commands in a Daytona sandbox with live output that is
-// never lost, duplicated or re-run (plugin-behavior.md §7, §13.4, §13.5;
-// protocol.md §3.10; daytona-api.md §3). The provider wires it into
+// never lost, duplicated or re-run (docs/behavior.md#execute, docs/behavior.md#exited-fast-path, docs/behavior.md#silent-socket;
+// docs/host.md#execute; docs/daytona.md#process). The provider wires it into
 // environmentExecute; other packages import it as cmdexec.
 //
 // # Use
@@ -12,7 +12,7 @@
 //	r.CancelLease(scopeKey)            // releaseLease{cancelActiveWork}: in-flight executes end now
 //	err = r.CloseLease(ctx, scopeKey)  // release/stop/destroy teardown: delete the session(s)
 //
-// # Command script (§7.2)
+// # Command script (docs/behavior.md#command-script)
 //
 // Env keys are checked before any provider call. The script sources the
 // login profiles, enters cwd and runs `env GIT_TERMINAL_PROMPT='0' … K='v'
@@ -72,7 +72,7 @@
 // # Timeouts and cancellation
 //
 // Request.Timeout is enforced by the runner as the command deadline
-// (protocol.md §3.10: the host's own limit is only 30 s later) and is also
+// (docs/host.md#execute: the host's own limit is only 30 s later) and is also
 // the bound of every observation read and the budget of the polling
 // fallback after two failed connections. A timed-out result carries the
 // partial output, stderr ends with the reason ("Command timed out after N
@@ -112,9 +112,9 @@
 // Every timer comes from Options.Clock; exectest.FakeClock lets tests run a
 // two-hour command or the 15 s silence without waiting.
 //
-// # Upstream test titles (plugin-behavior.md §12.1) and the tests here
+// # Upstream test titles (docs/behavior.md#reference-tests) and the tests here
 //
-//	| §12.1 | title (short)                                              | test(s) in this package                                   |
+//	| ref # | title (short)                                              | test(s) in this package                                   |
 //	|-------|------------------------------------------------------------|-----------------------------------------------------------|
 //	| 80    | one session on the first execute, reused next              | TestSessionSeparatesStreamsAndReusesOneSession            |
 //	| 81    | one session when two first commands overlap                | TestTwoFirstCommandsOpenOneSession                        |
@@ -144,8 +144,8 @@
 //	| 120,122,123 | git defaults, env, cwd, profiles without nvm         | TestEnvCwdProfileAndGitDefaults, TestBuildScriptExact     |
 //	| 121   | git network commands capped at 120 s, actionable message   | TestGitNetworkCommandCappedAndExplained, TestGitNetworkDetection |
 //	| 129-132 | executes after cancellation rejected; cancel does not wait | TestCancelLeaseEndsInFlightAndRefusesLaterCalls        |
-//	| §13.4 | already-exited fast path; early status reads               | TestFastPathCommandExitedBeforeFirstStatusRead, TestEarlyStatusReadEndsFollowWithoutWaitingForClose |
-//	| §13.5 | silent socket and never-connecting socket → polling        | TestSilentSocketSwitchesToPollingAfter15s                 |
+//	| fast path (docs/behavior.md#exited-fast-path) | already-exited fast path; early status reads               | TestFastPathCommandExitedBeforeFirstStatusRead, TestEarlyStatusReadEndsFollowWithoutWaitingForClose |
+//	| silent socket (docs/behavior.md#silent-socket) | silent socket and never-connecting socket → polling        | TestSilentSocketSwitchesToPollingAfter15s                 |
 //	| (new) | concurrent executes on one lease; control command beside a long one | TestManyConcurrentExecutesOnOneLease, TestControlCommandBesideLongCommand |
 //	| (new) | output cap, memory bound                                   | TestOutputCapTruncatesWithMarker, TestOutputCapCountsHostCharacters, TestLargeOutputMemoryStaysBounded |
 //	| (new) | timeout retires and kills the runaway command's session    | TestCommandDeadlineRetiresSessionAndKillsCommand, TestCallerContextCancelledEndsPromptly |

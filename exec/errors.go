@@ -8,7 +8,7 @@ import (
 // ErrLeaseNotActive matches every error of an execute refused or ended
 // because the lease was cancelled (CancelLease, i.e. releaseLease with
 // cancelActiveWork). The provider maps it to the host-facing text
-// "Daytona sandbox lease <id> is no longer active." (plugin-behavior.md §5.2).
+// "Daytona sandbox lease <id> is no longer active." (docs/behavior.md#gates).
 var ErrLeaseNotActive = errors.New("lease is no longer active")
 
 // LeaseNotActiveError is the concrete error; it matches ErrLeaseNotActive.
@@ -27,7 +27,7 @@ func (e *LeaseNotActiveError) Is(target error) bool { return target == ErrLeaseN
 var ErrInvalidEnvKey = errors.New("invalid sandbox environment variable key")
 
 // InvalidEnvKeyError names the rejected key; its text is the reference's
-// (§7.2): "Invalid sandbox environment variable key: <key>".
+// (docs/behavior.md#command-script): "Invalid sandbox environment variable key: <key>".
 type InvalidEnvKeyError struct {
 	Key string
 }

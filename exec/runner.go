@@ -26,7 +26,7 @@ type Target struct {
 	LeaseKey string
 }
 
-// Request is one command (protocol.md §3.10 environmentExecute params).
+// Request is one command (docs/host.md#execute environmentExecute params).
 type Request struct {
 	// Command and Args form an argv; each element is shell-quoted.
 	Command string
@@ -38,7 +38,7 @@ type Request struct {
 	// Stdin, when non-nil, is uploaded to a temporary file and redirected;
 	// the file is always removed afterwards.
 	Stdin *string
-	// Timeout is the effective timeout (resolveTimeoutMs of §2.4); git
+	// Timeout is the effective timeout (resolveTimeoutMs of docs/behavior.md#small-functions); git
 	// network commands are capped at GitNetworkTimeout. It is the command
 	// deadline, the bound of every observation read and the budget of the
 	// polling fallback. 0 means none (the caller's context still applies).
@@ -48,7 +48,7 @@ type Request struct {
 	BypassSession bool
 }
 
-// Result is what the host receives (protocol.md §3.10).
+// Result is what the host receives (docs/host.md#execute).
 type Result struct {
 	// ExitCode is nil when the command timed out or its exit is unknown.
 	ExitCode *int
@@ -90,7 +90,7 @@ type Options struct {
 	Span func(ctx context.Context, name, sessionID string, start, end time.Time, err error)
 }
 
-// Timing constants of the session path (plugin-behavior.md §7.4, §13.4, §13.5).
+// Timing constants of the session path (docs/behavior.md#session-path, docs/behavior.md#exited-fast-path, docs/behavior.md#silent-socket).
 const (
 	PollInterval      = time.Second
 	FastPathBound     = 500 * time.Millisecond
@@ -254,7 +254,7 @@ func (r *Runner) LeaseActive(leaseKey string) bool {
 
 // ForgetSessions drops the lease's session ids without deleting anything:
 // the sandbox was found not started, and a restart destroys sessions
-// (plugin-behavior.md §5.4). The next command opens a new session.
+// (docs/behavior.md#sessions). The next command opens a new session.
 func (r *Runner) ForgetSessions(leaseKey string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -10,7 +10,7 @@ import (
 )
 
 // shellQuote wraps v in single quotes, replacing each ' with '"'"'
-// (plugin-behavior.md §2.4; identical to provider.ShellQuote, duplicated
+// (docs/behavior.md#small-functions; identical to provider.ShellQuote, duplicated
 // here because provider imports this package).
 func shellQuote(v string) string {
 	return "'" + strings.ReplaceAll(v, "'", `'"'"'`) + "'"
@@ -19,7 +19,7 @@ func shellQuote(v string) string {
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // gitDefaults are the non-interactive git/ssh settings every command gets
-// unless the caller's env overrides them (§7.2), in the reference's order.
+// unless the caller's env overrides them (docs/behavior.md#command-script), in the reference's order.
 var gitDefaults = [][2]string{
 	{"GIT_TERMINAL_PROMPT", "0"},
 	{"GCM_INTERACTIVE", "Never"},
@@ -29,7 +29,7 @@ var gitDefaults = [][2]string{
 }
 
 // validateEnv rejects keys a shell `env K=v` prefix cannot carry, before
-// any provider call (§7.2).
+// any provider call (docs/behavior.md#command-script).
 func validateEnv(env map[string]string) error {
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -45,14 +45,14 @@ func validateEnv(env map[string]string) error {
 }
 
 // profilePrelude sources the login profiles the daemon's non-login shell
-// skips (daytona-api.md §3): each only if present, output discarded,
+// skips (docs/daytona.md#process): each only if present, output discarded,
 // failures ignored; .bash_profile or else .bashrc.
 const profilePrelude = `if [ -f /etc/profile ]; then . /etc/profile >/dev/null 2>&1 || true; fi` +
 	` && if [ -f "$HOME/.profile" ]; then . "$HOME/.profile" >/dev/null 2>&1 || true; fi` +
 	` && if [ -f "$HOME/.bash_profile" ]; then . "$HOME/.bash_profile" >/dev/null 2>&1 || true; elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc" >/dev/null 2>&1 || true; fi` +
 	` && if [ -f "$HOME/.zprofile" ]; then . "$HOME/.zprofile" >/dev/null 2>&1 || true; fi`
 
-// buildScript composes the one-line command script of §7.2:
+// buildScript composes the one-line command script of docs/behavior.md#command-script:
 // profiles && cd 'cwd' && env K='v'… 'command' 'arg'… [< 'stdinPath'].
 // Caller env keys that are not git defaults follow in sorted order (Go maps
 // have no insertion order; sorting keeps the script deterministic).
@@ -97,7 +97,7 @@ func buildScript(command string, args []string, cwd string, env map[string]strin
 }
 
 // GitNetworkTimeout caps the timeout of git commands that talk to a remote
-// (§7.2): a missing credential helper must not hang a run for hours.
+// (docs/behavior.md#command-script): a missing credential helper must not hang a run for hours.
 const GitNetworkTimeout = 120 * time.Second
 
 // isGitNetworkCommand reports whether command+args is a git network
@@ -139,7 +139,7 @@ func gitTimeoutMessage(seconds int64) string {
 	return fmt.Sprintf("Git network operation timed out after %d s — the remote may be unreachable or noninteractive credentials are not configured.", seconds)
 }
 
-// toTimeoutSeconds is max(1, ceil(ms/1000)) (§2.4).
+// toTimeoutSeconds is max(1, ceil(ms/1000)) (docs/behavior.md#small-functions).
 func toTimeoutSeconds(d time.Duration) int {
 	s := int((d + time.Second - 1) / time.Second)
 	return max(1, s)

@@ -126,7 +126,7 @@ func sessionLost(err error) bool {
 	return errors.Is(err, daytona.ErrNotFound) || errors.Is(err, daytona.ErrGone)
 }
 
-// inSession is the session path (§7.4, §13.4, §13.5).
+// inSession is the session path (docs/behavior.md#session-path, docs/behavior.md#exited-fast-path, docs/behavior.md#silent-socket).
 func (x *run) inSession() (Result, error) {
 	if err := x.dispatch(); err != nil {
 		if x.cmdCtx.Err() != nil && x.cmdID == "" && !errors.Is(err, ErrDispatchUncertain) {
@@ -415,7 +415,7 @@ func (x *run) poll(anyClean bool) (Result, error) {
 	}
 }
 
-// oneShot is the bypass path (§7.3): POST /process/execute with combined
+// oneShot is the bypass path (docs/behavior.md#one-shot): POST /process/execute with combined
 // output, reported as stdout. The daemon kills the command at the timeout
 // (408, output lost); the client call is bounded a little later in case the
 // daemon never answers.

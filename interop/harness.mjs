@@ -1,6 +1,6 @@
 // Interop harness: the packaged worker driven by the real worker manager of
 // the published Paperclip host (@paperclipai/server 2026.916.1), minus the
-// database. See ../../shared/spec/protocol.md §9 and interop/run.sh.
+// database. See docs/host.md#interop and interop/run.sh.
 //
 //   node harness.mjs --plugin-dir DIR --package NAME --worker-bin BIN --result-file FILE [--sim-bin SIM]
 //
@@ -353,7 +353,7 @@ async function runWorker() {
     const methods = handle.supportedMethods;
     info(`supportedMethods (${Array.isArray(methods) ? methods.length : "?"}): ${JSON.stringify(methods)}`);
     check("supportedMethods: distinct host-known methods, lifecycle methods listed", checkSupportedMethods(methods));
-    // Effective capabilities (protocol.md §7): declared ∩ verified, as the
+    // Effective capabilities (docs/host.md#capabilities): declared ∩ verified, as the
     // host computes them. Every declared capability must be verified.
     const driver = manifest.environmentDrivers?.[0];
     if (driver) {

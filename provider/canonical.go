@@ -19,9 +19,9 @@ import (
 )
 
 // This file holds the pieces that must be bit-identical with the TypeScript
-// plugin (plugin-behavior.md §2.4): the canonical JSON used for every hash
-// input and cache key, shell quoting, the account fingerprint (§3.6), and the
-// JavaScript value coercions the config parser relies on (§2.1). Leases that
+// plugin (docs/behavior.md#small-functions): the canonical JSON used for every hash
+// input and cache key, shell quoting, the account fingerprint (docs/behavior.md#envelope), and the
+// JavaScript value coercions the config parser relies on (docs/behavior.md#config-parsing). Leases that
 // the TypeScript plugin created carry hashes of this JSON (workspace sentinel
 // tokens, account fingerprints), so a Go worker can resume them only if the
 // bytes match.
@@ -370,8 +370,8 @@ func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'"'"'`) + "'"
 }
 
-// AccountFingerprint returns the account fingerprint of plugin-behavior.md
-// §3.6: the lowercase hex sha256 of
+// AccountFingerprint returns the account fingerprint of
+// docs/behavior.md#envelope: the lowercase hex sha256 of
 // stableStringify({ apiKey: <resolved key or null>, apiUrl: <apiUrl or null> }).
 // An empty apiKey or apiURL counts as null. The secret itself never leaves
 // this function; only the digest does. target is deliberately not part of the

@@ -13,19 +13,19 @@ import (
 	"time"
 )
 
-// Configuration of a Daytona sandbox environment (plugin-behavior.md §2,
-// protocol.md §3.1–§3.3). Parsing is deliberately lenient and reproduces the
+// Configuration of a Daytona sandbox environment (docs/behavior.md#config-parsing,
+// docs/host.md#config, docs/host.md#lease, docs/host.md#validate-config). Parsing is deliberately lenient and reproduces the
 // JavaScript coercions of the reference plugin, because the host rebuilds
 // configs for later calls from lease metadata (extra keys, numbers that were
 // saved by another plugin version) and the Go worker must read them exactly as
 // the TypeScript worker did.
 
-// Defaults and bounds of §1.3 and §2.
+// Defaults and bounds of docs/behavior.md#config-schema and docs/behavior.md#config-parsing.
 const (
 	// DefaultTimeoutMs is the create/start/stop/execute budget and the whole
-	// fresh-acquisition budget (§4.5, §13.11).
+	// fresh-acquisition budget (docs/behavior.md#acquire-budget).
 	DefaultTimeoutMs = 300000
-	// DefaultLivenessTimeoutMs bounds each liveness read (§4.1).
+	// DefaultLivenessTimeoutMs bounds each liveness read (docs/behavior.md#liveness-bound).
 	DefaultLivenessTimeoutMs = 30000
 	// MaxTimeoutMs is the upper bound of timeoutMs and livenessTimeoutMs.
 	MaxTimeoutMs = 86400000
@@ -35,12 +35,12 @@ const (
 	DefaultAutoDeleteInterval  = 10080
 	// DefaultRunnerIdleTimeoutMs is the host's warm-runner idle window when
 	// the environment selects runnerLifecycleMode "warm" without
-	// runnerIdleTimeoutMs (§13.1).
+	// runnerIdleTimeoutMs (docs/behavior.md#warm-window).
 	DefaultRunnerIdleTimeoutMs = 300000
 	// WarmAutoStopMarginMinutes is the margin the warm floor adds after the
-	// warm idle window (§13.1).
+	// warm idle window (docs/behavior.md#warm-window).
 	WarmAutoStopMarginMinutes = 5
-	// EnvAPIKey is the host-level fallback for the API key (§3.1, §10).
+	// EnvAPIKey is the host-level fallback for the API key (docs/behavior.md#api-key, docs/behavior.md#secrets).
 	EnvAPIKey = "DAYTONA_API_KEY"
 	// RunnerLifecycleWarm is the runnerLifecycleMode value that selects a warm
 	// runner on the environment itself.
@@ -52,8 +52,8 @@ const (
 // parser saturates there.
 const maxSafeInteger = 1<<53 - 1
 
-// Validation messages, exactly as the reference plugin words them (§2.2),
-// plus the seed-only ttlMinutes message (§13.12, the spec's proposed text).
+// Validation messages, exactly as the reference plugin words them (docs/behavior.md#validation),
+// plus the seed-only ttlMinutes message (docs/behavior.md#ttl, the spec's proposed text).
 // The host shows errors[0] to the operator.
 const (
 	MsgImageEmpty            = "Daytona image cannot be empty."
@@ -74,7 +74,7 @@ const (
 	MsgTTLMinutesInvalid     = "ttlMinutes must be a positive whole number of minutes."
 	MsgConfigNotObject       = "Daytona config must be a JSON object."
 	// MsgRuntimeResourcesRequireImage is the runtime (create-time) wording of
-	// §2.3, which differs from MsgResourcesRequireImage.
+	// docs/behavior.md#runtime-resources, which differs from MsgResourcesRequireImage.
 	MsgRuntimeResourcesRequireImage = "Daytona resource settings require image-backed sandbox creation; default sandbox creation cannot override CPU, memory, disk, or GPU."
 )
 
@@ -86,9 +86,9 @@ func (e configError) Error() string { return string(e) }
 
 const (
 	// ErrMissingAPIKey: neither the config nor DAYTONA_API_KEY supplies a key
-	// (§3.1). Same text as the validation message.
+	// (docs/behavior.md#api-key). Same text as the validation message.
 	ErrMissingAPIKey = configError(MsgAPIKeyRequired)
-	// ErrResourcesRequireImage: the runtime resource rule of §2.3 — resources
+	// ErrResourcesRequireImage: the runtime resource rule of docs/behavior.md#runtime-resources — resources
 	// are set but neither image nor snapshot is. Returned before any provider
 	// call. Note the text differs from the validation message.
 	ErrResourcesRequireImage = configError(MsgRuntimeResourcesRequireImage)
@@ -97,7 +97,7 @@ const (
 )
 
 // ValidationError carries the validation messages of a config, in the order
-// of §2.2. It is the error the RPC layer maps to JSON-RPC -32602 (invalid
+// of docs/behavior.md#validation. It is the error the RPC layer maps to JSON-RPC -32602 (invalid
 // params); Errors[0] is what the host shows. Use errors.As to get it, or
 // errors.Is(err, ErrInvalidConfig) to recognise it.
 type ValidationError struct {
@@ -200,12 +200,12 @@ type Config struct {
 	ReuseLease       bool
 	ArchiveOnRelease bool
 
-	// TTLMinutes is the seed-only wall-clock lifetime (§13.12); 0 = not set.
+	// TTLMinutes is the seed-only wall-clock lifetime (docs/behavior.md#ttl); 0 = not set.
 	// A present but invalid value leaves it 0; CreationTTLMinutes reports it.
 	TTLMinutes int64
 	ttlInvalid bool
 
-	// Host-owned keys (§13.1, protocol.md §3.1, §6.4). They are read because
+	// Host-owned keys (docs/behavior.md#warm-window, docs/host.md#config, docs/host.md#host-config-keys). They are read because
 	// they select the warm auto-stop floor, and never echoed by Normalize:
 	// the host re-applies them itself.
 	RunnerLifecycleMode string  // "", "inherit", "per_turn" or "warm"
@@ -239,7 +239,7 @@ func (c Config) WithAPIKey(key string) Config {
 }
 
 // ResolveAPIKey returns the key to authenticate with: the config's apiKey,
-// else the trimmed DAYTONA_API_KEY from env, else ErrMissingAPIKey (§3.1).
+// else the trimmed DAYTONA_API_KEY from env, else ErrMissingAPIKey (docs/behavior.md#api-key).
 func ResolveAPIKey(c Config, env EnvLookup) (string, error) {
 	if k := c.APIKey(); k != "" {
 		return k, nil
@@ -250,7 +250,7 @@ func ResolveAPIKey(c Config, env EnvLookup) (string, error) {
 	return "", ErrMissingAPIKey
 }
 
-// Fingerprint returns the account fingerprint (§3.6) of this config: the
+// Fingerprint returns the account fingerprint (docs/behavior.md#envelope) of this config: the
 // resolved key (or null when none resolves) and apiUrl. It is the account
 // part of every cache/scope key and the envelope's accountFingerprint.
 func (c Config) Fingerprint(env EnvLookup) string {
@@ -274,7 +274,7 @@ func msDuration(ms float64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// AcquireBudget is the single fresh-acquisition budget of §4.5: timeoutMs
+// AcquireBudget is the single fresh-acquisition budget of docs/behavior.md#acquire: timeoutMs
 // when positive, else 300000 ms.
 func (c Config) AcquireBudget() time.Duration {
 	if c.TimeoutMs > 0 {
@@ -283,7 +283,7 @@ func (c Config) AcquireBudget() time.Duration {
 	return DefaultTimeoutMs * time.Millisecond
 }
 
-// LivenessBound returns the per-call bound on liveness reads (§4.1); ok is
+// LivenessBound returns the per-call bound on liveness reads (docs/behavior.md#liveness-bound); ok is
 // false when livenessTimeoutMs <= 0 disables it.
 func (c Config) LivenessBound() (d time.Duration, ok bool) {
 	if c.LivenessTimeoutMs <= 0 {
@@ -298,7 +298,7 @@ func (c Config) HasResources() bool {
 }
 
 // CreationTTLMinutes returns the configured wall-clock lifetime for the
-// create request (§13.12): 0 when none is configured, or a *ValidationError
+// create request (docs/behavior.md#ttl): 0 when none is configured, or a *ValidationError
 // when the config carries an invalid ttlMinutes (validation rejects it at
 // save time; a config that skipped validation must not silently lose the
 // lifetime the operator asked for).
@@ -330,7 +330,7 @@ type fields struct {
 	warmIdleTimeoutMs   float64
 }
 
-// ParseConfig parses an environment config leniently (§2.1): unknown keys
+// ParseConfig parses an environment config leniently (docs/behavior.md#config-parsing): unknown keys
 // are ignored, numbers may arrive as JSON numbers or strings and are coerced
 // with JavaScript's Number() semantics, booleans count only when literally
 // true. raw may be json.RawMessage, []byte or string (JSON text),
@@ -475,7 +475,7 @@ func interval(m map[string]any, key string, def float64) float64 {
 // positiveWindow reads a host-owned millisecond window: any positive finite
 // number (JSON number or numeric string); anything else, including booleans,
 // counts as absent (0). The seed gives no range for warmRunnerIdleTimeoutMs
-// (protocol.md §3.16).
+// (docs/host.md#newer-contract).
 func positiveWindow(m map[string]any, key string) float64 {
 	v, present := m[key]
 	if !present || v == nil || v == "" {
@@ -491,7 +491,7 @@ func positiveWindow(m map[string]any, key string) float64 {
 	return n
 }
 
-// ttlMinutes reads the seed-only ttlMinutes (§13.12): absent, null or "" is
+// ttlMinutes reads the seed-only ttlMinutes (docs/behavior.md#ttl): absent, null or "" is
 // not set; otherwise a JSON number or numeric string holding a whole number
 // in 1..2^53-1. Booleans, arrays and objects are invalid (unlike Number(),
 // which would read true as 1 minute).
@@ -557,8 +557,8 @@ func (f fields) config() Config {
 // --- validation ---
 
 // Validate checks a config as submitted to environmentValidateConfig and
-// returns the errors in the exact order and wording of §2.2, followed by the
-// seed-only ttlMinutes check (§13.12; appended last so that every reference
+// returns the errors in the exact order and wording of docs/behavior.md#validation, followed by the
+// seed-only ttlMinutes check (docs/behavior.md#ttl; appended last so that every reference
 // case keeps its exact error list). It returns nil for a valid config.
 //
 // It performs no I/O. The API key may come from the config's apiKey — which
@@ -684,7 +684,7 @@ func isAbsoluteURL(s string) bool {
 
 // IsSecretID reports whether s is shaped like a host secret id (a UUID,
 // 8-4-4-4-12 hex digits, either case). During validation such an apiKey is a
-// reference to a company secret, not a key (protocol.md §3.1).
+// reference to a company secret, not a key (docs/host.md#config).
 func IsSecretID(s string) bool {
 	if len(s) != 36 {
 		return false
@@ -706,7 +706,7 @@ func IsSecretID(s string) bool {
 }
 
 // MemoryChoices are the sandbox sizes (GiB) the manifest offers for memory
-// (§1.3, tests 192–194). The reference validator does not enforce them — it
+// (docs/behavior.md#config-schema, tests 192–194). The reference validator does not enforce them — it
 // only rejects values <= 0 — so Warnings reports other values instead of
 // rejecting configs the TypeScript plugin accepted.
 var MemoryChoices = []float64{1, 2, 4, 8}
@@ -733,11 +733,11 @@ func Warnings(c Config) []string {
 // --- normalization ---
 
 // NormalizedConfig is the normalizedConfig of environmentValidateConfig
-// (§2.2): the 17 keys of the reference, nulls included, in the reference's key
+// (docs/behavior.md#validation): the 17 keys of the reference, nulls included, in the reference's key
 // order, plus ttlMinutes when set. Host-owned keys (runnerLifecycleMode,
 // runnerIdleTimeoutMs, warmRunnerIdleTimeoutMs, streamRunLogs) are not
 // echoed; timeoutMs, reuseLease and archiveOnRelease are, because the host
-// does not re-apply them (protocol.md §3.1).
+// does not re-apply them (docs/host.md#config).
 //
 // Its JSON encoding includes apiKey, as the reference's does: the host turns
 // it into a company secret. It is the one type here that carries the key to
@@ -848,11 +848,11 @@ func ptrAny[T any](p *T) any {
 }
 
 // LeaseConfigMetadata returns the config-derived keys of the lease metadata
-// (§4.5): image and snapshot (null when unset), timeoutMs, reuseLease, each
+// (docs/behavior.md#acquire): image and snapshot (null when unset), timeoutMs, reuseLease, each
 // resource only when configured (test 51), and archiveOnRelease only when
 // true (release rebuilds its config from the metadata). The values equal the
 // normalized config's, so they JSON-equal the saved config the host compares
-// them with for reuse matching (protocol.md §3.2). target is not included:
+// them with for reuse matching (docs/host.md#lease). target is not included:
 // metadata records the sandbox's actual target. Nothing host-owned and
 // nothing secret is included. Each call returns a new map.
 func LeaseConfigMetadata(c Config) map[string]any {
@@ -965,7 +965,7 @@ func redactedLogValue(m map[string]any) slog.Value {
 
 // --- runtime rules ---
 
-// Resources is the resources object of an image-based create request (§2.3).
+// Resources is the resources object of an image-based create request (docs/behavior.md#runtime-resources).
 // Unset members are omitted.
 type Resources struct {
 	CPU    *float64 `json:"cpu,omitempty"`
@@ -983,7 +983,7 @@ type CreateSource struct {
 	Resources *Resources // non-nil only for image-based creation with resources configured
 }
 
-// RuntimeCreateSource applies the runtime resource rule of §2.3 (different
+// RuntimeCreateSource applies the runtime resource rule of docs/behavior.md#runtime-resources (different
 // from validation): resources with neither image nor snapshot fail with
 // ErrResourcesRequireImage before any provider call; with a snapshot they are
 // silently dropped (a snapshot fixes its own size); with an image they are
@@ -1004,7 +1004,7 @@ func RuntimeCreateSource(c Config) (CreateSource, error) {
 }
 
 // ToTimeoutSeconds converts milliseconds to the whole seconds every Daytona
-// timeout argument takes: max(1, ceil(ms / 1000)) (§2.4).
+// timeout argument takes: max(1, ceil(ms / 1000)) (docs/behavior.md#small-functions).
 func ToTimeoutSeconds(ms int64) int64 {
 	if ms <= 1000 {
 		return 1
@@ -1012,7 +1012,7 @@ func ToTimeoutSeconds(ms int64) int64 {
 	return (ms + 999) / 1000
 }
 
-// ResolveTimeoutMs returns the timeout of one call (§2.4): a finite positive
+// ResolveTimeoutMs returns the timeout of one call (docs/behavior.md#small-functions): a finite positive
 // per-call timeout (truncated, at least 1 ms) wins, else the config's
 // timeoutMs. param is nil when the call carries none.
 func ResolveTimeoutMs(param *float64, c Config) int64 {
@@ -1026,7 +1026,7 @@ func ResolveTimeoutMs(param *float64, c Config) int64 {
 }
 
 // WarmIdleWindowMs returns the warm-runner idle window the config selects
-// (§13.1), and whether it selects one at all. Exactly two inputs select it:
+// (docs/behavior.md#warm-window), and whether it selects one at all. Exactly two inputs select it:
 // the host forwarded warmRunnerIdleTimeoutMs (newer hosts, only for warm
 // paperclip_runner runs), or the environment itself sets
 // runnerLifecycleMode "warm" (window = runnerIdleTimeoutMs, default 300000).
@@ -1044,13 +1044,13 @@ func (c Config) WarmIdleWindowMs() (float64, bool) {
 	return 0, false
 }
 
-// WarmAutoStopFloorMinutes is ceil(warmIdleMs / 60000) + 5 (§13.1).
+// WarmAutoStopFloorMinutes is ceil(warmIdleMs / 60000) + 5 (docs/behavior.md#warm-window).
 func WarmAutoStopFloorMinutes(warmIdleMs float64) int64 {
 	return toInt64(math.Ceil(warmIdleMs/60000)) + WarmAutoStopMarginMinutes
 }
 
 // EffectiveAutoStopMinutes returns the auto-stop interval to send at create
-// and to raise on resume (§13.1): for a reusable lease that keeps a warm
+// and to raise on resume (docs/behavior.md#warm-window): for a reusable lease that keeps a warm
 // runner, max(configured, ceil(warm idle / 1 min) + 5); otherwise the
 // configured value. An explicit 0 (auto-stop disabled) is kept, and so is an
 // invalid negative value (Daytona rejects it; the floor must not hide it).
@@ -1075,14 +1075,14 @@ func EffectiveAutoStopMinutes(c Config, reusable bool, warmIdleMs float64) int64
 }
 
 // ShouldRaiseAutoStop reports whether resume must raise an existing
-// sandbox's auto-stop (§13.1 rule 5): only a shorter, enabled interval is
+// sandbox's auto-stop (docs/behavior.md#warm-window, raise on resume): only a shorter, enabled interval is
 // raised; 0 on the sandbox already means "never stops".
 func ShouldRaiseAutoStop(currentMinutes, effectiveMinutes int64) bool {
 	return currentMinutes > 0 && effectiveMinutes > currentMinutes
 }
 
 // StaleHandleThreshold returns how long a cached sandbox handle may stay
-// unverified before it is refreshed (§6.4): floor(autoStopInterval × 60000 ×
+// unverified before it is refreshed (docs/behavior.md#stale-handle): floor(autoStopInterval × 60000 ×
 // 0.5) ms of the configured interval — never the warm-floor effective one —
 // and ok=false when auto-stop is disabled (then handles are never refreshed
 // for staleness).

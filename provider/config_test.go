@@ -47,7 +47,7 @@ func TestValidateConfigNormalizesExactly(t *testing.T) {
 	require.NoError(t, err)
 	got, err := json.Marshal(n)
 	require.NoError(t, err)
-	// Byte-exact, in the reference's key order (plugin-behavior.md §2.2).
+	// Byte-exact, in the reference's key order (docs/behavior.md#validation).
 	want := `{"apiKey":"explicit-key","apiUrl":"https://app.daytona.io/api","target":"us",` +
 		`"snapshot":"base-snapshot","image":null,"language":"typescript",` +
 		`"timeoutMs":450000,"livenessTimeoutMs":30000,` +
@@ -98,7 +98,7 @@ func TestExplicitZeroAndMinusOneIntervals(t *testing.T) {
 	assert.Empty(t, Validate(`{"autoStopInterval":0,"autoArchiveInterval":0,"autoDeleteInterval":-1}`, withEnvKey))
 }
 
-// Field-by-field JavaScript coercions of plugin-behavior.md §2.1.
+// Field-by-field JavaScript coercions of docs/behavior.md#config-parsing.
 func TestParseCoercions(t *testing.T) {
 	t.Run("timeoutMs: Number(raw ?? 300000), truncated, default when not finite", func(t *testing.T) {
 		cases := map[string]int64{
@@ -240,7 +240,7 @@ func TestParseCoercions(t *testing.T) {
 	})
 }
 
-// Every validation rule of §2.2 alone, with its exact message.
+// Every validation rule of docs/behavior.md#validation alone, with its exact message.
 func TestValidateEachRule(t *testing.T) {
 	cases := []struct {
 		name string
@@ -325,7 +325,7 @@ func TestAPIURLMatchesWHATWG(t *testing.T) {
 	}
 }
 
-// The order of §2.2, all at once, with ttlMinutes appended last.
+// The order of docs/behavior.md#validation, all at once, with ttlMinutes appended last.
 func TestValidateOrder(t *testing.T) {
 	// Blank image and snapshot parse to unset, so "both" cannot fire with
 	// them; the ambiguity is checked separately below.
@@ -593,7 +593,7 @@ func TestTimeoutHelpers(t *testing.T) {
 	assert.False(t, ok)
 }
 
-// Warm-window auto-stop floor, plugin-behavior.md §13.1 ("warm idle window
+// Warm-window auto-stop floor, docs/behavior.md#warm-window ("warm idle window
 // versus Daytona auto-stop" in the seed's tests).
 func TestEffectiveAutoStopMinutes(t *testing.T) {
 	t.Run("floor relationship for several forwarded warm windows", func(t *testing.T) {
@@ -659,7 +659,7 @@ func TestEffectiveAutoStopMinutes(t *testing.T) {
 	assert.False(t, ShouldRaiseAutoStop(0, 20), "0 on the sandbox already never stops")
 }
 
-// Stale-handle refresh threshold, §6.4 (tests 147, 148, 151).
+// Stale-handle refresh threshold, docs/behavior.md#stale-handle (tests 147, 148, 151).
 func TestStaleHandleThreshold(t *testing.T) {
 	d, ok := StaleHandleThreshold(mustParse(t, `{}`))
 	assert.True(t, ok)
@@ -747,7 +747,7 @@ func TestConfigRedaction(t *testing.T) {
 	assert.NotEqual(t, c, c.WithAPIKey("other"))
 
 	// The wire form of NormalizedConfig does carry the key: the host turns it
-	// into a company secret (§2.2). That is the only place it appears.
+	// into a company secret (docs/behavior.md#validation). That is the only place it appears.
 	wire, err := json.Marshal(n)
 	require.NoError(t, err)
 	assert.Contains(t, string(wire), key)

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Probe and failed-creation cleanup (plugin-behavior.md §3.4–§3.6, §4.4,
-// §4.10) beyond acquire_test.go.
+// Probe and failed-creation cleanup (docs/behavior.md#failed-create, docs/behavior.md#destroy-failed-creation, docs/behavior.md#envelope, docs/behavior.md#probe,
+// docs/behavior.md#destroy) beyond acquire_test.go.
 
 func TestProbeCreatesChecksAndAlwaysDeletes(t *testing.T) {
 	e := newTestEnv(t, nil)

@@ -7,26 +7,26 @@
 // The configuration layer lives in config.go, labels.go and canonical.go:
 //
 //   - ParseConfig reads an environment config leniently, with the JavaScript
-//     coercions of the TypeScript plugin (plugin-behavior.md §2.1); Validate
+//     coercions of the TypeScript plugin (docs/behavior.md#config-parsing); Validate
 //     and ValidateConfig produce the reference error messages in the
-//     reference order (§2.2); Normalize produces normalizedConfig. Config
+//     reference order (docs/behavior.md#validation); Normalize produces normalizedConfig. Config
 //     never prints its API key (fmt, slog, encoding/json all redact it).
 //   - RuntimeCreateSource, ToTimeoutSeconds, ResolveTimeoutMs,
-//     EffectiveAutoStopMinutes (the warm-window floor, §13.1) and
-//     StaleHandleThreshold (§6.4) are the small runtime rules.
+//     EffectiveAutoStopMinutes (the warm-window floor, docs/behavior.md#warm-window) and
+//     StaleHandleThreshold (docs/behavior.md#stale-handle) are the small runtime rules.
 //   - OwnershipLabels, CreationName and VerifyOwnershipLabels are the names
-//     and labels that prove a sandbox is ours (§3.2, §3.6).
+//     and labels that prove a sandbox is ours (docs/behavior.md#labels, docs/behavior.md#envelope).
 //   - StableStringify, ShellQuote and AccountFingerprint must be bit-identical
-//     with the reference (§2.4, §3.6): sentinel tokens and fingerprints of
+//     with the reference (docs/behavior.md#small-functions, docs/behavior.md#envelope): sentinel tokens and fingerprints of
 //     leases created by the TypeScript plugin are hashes of their output.
 //
-// Where the seeds define behaviour the published host lacks (§13), the
+// Where the seeds define behaviour the published host lacks (docs/behavior.md#seed-requirements), the
 // package follows the seeds; decisions the specs leave open are documented
 // next to the code that makes them.
 //
 // # Lifecycle tests and the reference test titles
 //
-// The lifecycle titles of plugin-behavior.md §12.1 (the upstream plugin's
+// The lifecycle titles of docs/behavior.md#reference-tests (the upstream plugin's
 // test file) map to these tests of this package. FaultMatrix is
 // TestFaultMatrix (faults_test.go), whose cases are named op/step/fault.
 // Titles about interactive setup, templates, runner ingress and duplex
@@ -127,12 +127,12 @@
 //	154 realize after resume, provider target     TestRealizeAfterResumeWithAProviderFilledTarget
 //	155 realize from the acquire-seeded handle    TestReusableLifecycleRoundTrips
 //
-// Seed-only rules (§13) have their own tests: the warm floor (§13.1,
-// TestWarmFloor*), recover-then-stop and the typed stop error (§13.8,
+// Seed-only rules (docs/behavior.md#seed-requirements) have their own tests: the warm floor (docs/behavior.md#warm-window,
+// TestWarmFloor*), recover-then-stop and the typed stop error (docs/behavior.md#recover-then-stop,
 // TestStopRecoversARecoverableErrorOnceThenStops, TestStopTypedErrors), the
-// refused-resume retry (§13.9, TestResumeRetriesAStartRefusedWhileStopping,
+// refused-resume retry (docs/behavior.md#refused-resume, TestResumeRetriesAStartRefusedWhileStopping,
 // TestResumeGivesUpOnRepeatedRefusalsWithATransientError) and idle evidence
-// (§13.10, TestHealth*, TestOverlappingWorkKeepsAllocationEvidenceUntilAQuietReceipt).
+// (docs/behavior.md#idle-sleep, TestHealth*, TestOverlappingWorkKeepsAllocationEvidenceUntilAQuietReceipt).
 // Races with Daytona's own transitions, which the reference's mocked SDK
 // never meets, have tests of their own: TestDestroyWaitsOutATransitionInProgress,
 // TestReusableReleaseDuringAnAutoStopKeepsTheSandbox,

@@ -49,12 +49,12 @@ type Options struct {
 	// Work is the command runner's teardown side; nil means no sessions.
 	Work LeaseWork
 	// StartRetryWait bounds one wait for a transitioning sandbox to settle
-	// before a refused start is retried (plugin-behavior.md §13.9).
+	// before a refused start is retried (docs/behavior.md#refused-resume).
 	StartRetryWait time.Duration
 }
 
 // Driver is the Daytona environment driver: it serves the environment
-// methods of protocol.md §3 from params alone, with in-memory caches that are
+// methods of docs/host.md#environment-methods from params alone, with in-memory caches that are
 // only an optimisation. It is safe for concurrent use; one per worker.
 type Driver struct {
 	env    EnvLookup
@@ -188,7 +188,7 @@ func (c *conn) scope(p rpc.EnvironmentBase, leaseID string) scopeKey {
 }
 
 // liveness bounds a provider call by livenessTimeoutMs, capped at max when
-// max > 0 (plugin-behavior.md §4.1; non-positive liveness disables).
+// max > 0 (docs/behavior.md#liveness-bound; non-positive liveness disables).
 func (c *conn) liveness(ctx context.Context, op string, max time.Duration, fn func(context.Context) error) error {
 	bound, ok := c.cfg.LivenessBound()
 	if !ok {

@@ -12,7 +12,7 @@ import (
 )
 
 // answerMargin is how long before the host's own timeout (command timeout +
-// 30 s, protocol.md §2.4) the worker stops waiting, so the host always gets
+// 30 s, docs/host.md#host-timeouts) the worker stops waiting, so the host always gets
 // an answer rather than a timeout.
 const answerMargin = 15 * time.Second
 

@@ -133,7 +133,7 @@ var faultSteps = []faultStep{
 		"delay": {wantLease, liveLease},
 	}},
 	{op: "resume-warm", name: "raise auto-stop", fault: daytonatest.Fault{Route: rAutostop}, expect: map[string]outcome{
-		// Best effort (§13.1): the resume completes whatever the setter does.
+		// Best effort (docs/behavior.md#warm-window): the resume completes whatever the setter does.
 		"500":   {wantLease, liveLease},
 		"429":   {wantLease, liveLease},
 		"hang":  {wantLease, liveLease},

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Labels and names on Daytona (plugin-behavior.md §3.2, §3.3, §3.6, §13.2).
+// Labels and names on Daytona (docs/behavior.md#labels, docs/behavior.md#create-request, docs/behavior.md#envelope, docs/behavior.md#creation-operations).
 // A sandbox's name and labels are the only proof that it is ours: nothing is
 // deleted unless its name and every ownership label were verified. The keys
 // and values are identical to the TypeScript plugin's so that either plugin
@@ -39,7 +39,7 @@ const (
 	// attempt id follows.
 	CreationNamePrefix = "paperclip-create-"
 	// MaxEnvelopeLabels is the most labels the host accepts in a cleanup
-	// envelope (§3.6).
+	// envelope (docs/behavior.md#envelope).
 	MaxEnvelopeLabels = 16
 	// MaxEnvelopeIDLength is the longest id the envelope accepts.
 	MaxEnvelopeIDLength = 200
@@ -49,7 +49,7 @@ const (
 )
 
 // LabelError reports a label set the host's envelope validator would reject
-// (§3.6). It names the offending key (quoted and shortened) and the reason,
+// (docs/behavior.md#envelope). It names the offending key (quoted and shortened) and the reason,
 // never the value: values come from callers and may be hostile or large.
 type LabelError struct {
 	Key    string // "" when the problem is the set as a whole
@@ -88,7 +88,7 @@ func quoteShort(s string) string {
 }
 
 // IsEnvelopeID reports whether s matches ^[A-Za-z0-9_-]{1,200}$, the shape the
-// host requires of every envelope id and label value (§3.6).
+// host requires of every envelope id and label value (docs/behavior.md#envelope).
 func IsEnvelopeID(s string) bool {
 	if len(s) == 0 || len(s) > MaxEnvelopeIDLength {
 		return false
@@ -102,7 +102,7 @@ func IsEnvelopeID(s string) bool {
 	return true
 }
 
-// IsLabelKey reports whether k matches ^paperclip-[a-z-]+$ (§3.6). Digits and
+// IsLabelKey reports whether k matches ^paperclip-[a-z-]+$ (docs/behavior.md#envelope). Digits and
 // upper case are not allowed.
 func IsLabelKey(k string) bool {
 	rest, ok := strings.CutPrefix(k, "paperclip-")
@@ -118,7 +118,7 @@ func IsLabelKey(k string) bool {
 	return true
 }
 
-// ValidateLabels checks a label set against the host's envelope rules (§3.6):
+// ValidateLabels checks a label set against the host's envelope rules (docs/behavior.md#envelope):
 // at most 16 labels, keys ^paperclip-[a-z-]+$, values ^[A-Za-z0-9_-]{1,200}$.
 // It returns a *LabelError for the first problem (keys checked in sorted
 // order, so the result is deterministic).
@@ -138,11 +138,11 @@ func ValidateLabels(labels map[string]string) error {
 }
 
 // NewAttemptID returns a fresh random attempt id (a lowercase UUID), used
-// when the host supplies no creation-operation id (§3.3, §13.2).
+// when the host supplies no creation-operation id (docs/behavior.md#create-request, docs/behavior.md#creation-operations).
 func NewAttemptID() string { return uuid.NewString() }
 
 // CreationName is the provider name of a creation attempt:
-// "paperclip-create-<attemptID>" (§3.3). Callers validate attemptID through
+// "paperclip-create-<attemptID>" (docs/behavior.md#create-request). Callers validate attemptID through
 // OwnershipLabels, which every create goes through.
 func CreationName(attemptID string) string { return CreationNamePrefix + attemptID }
 
@@ -158,9 +158,9 @@ func AttemptIDFromCreationName(name string) (attemptID string, ok bool) {
 }
 
 // OwnershipLabels returns a new map with the ownership labels of a creation
-// attempt (§3.2): provider, company, environment, reuse flag, create attempt,
+// attempt (docs/behavior.md#labels): provider, company, environment, reuse flag, create attempt,
 // and the run id when runID is non-empty. Every value must be envelope-shaped
-// (§3.6) — otherwise the host could not read the cleanup envelope for this
+// (docs/behavior.md#envelope) — otherwise the host could not read the cleanup envelope for this
 // sandbox — and attemptID must also fit CreationName within 200 characters;
 // a *LabelError says which label is wrong.
 //

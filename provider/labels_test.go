@@ -13,7 +13,7 @@ import (
 const attempt = "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
 
 func TestLabelKeysExact(t *testing.T) {
-	// The names the TypeScript plugin uses (§3.2); changing one would orphan
+	// The names the TypeScript plugin uses (docs/behavior.md#labels); changing one would orphan
 	// sandboxes created by the other plugin.
 	assert.Equal(t, "paperclip-provider", LabelProvider)
 	assert.Equal(t, "paperclip-company-id", LabelCompanyID)
@@ -35,7 +35,7 @@ func TestLabelKeysExact(t *testing.T) {
 }
 
 func TestOwnershipLabels(t *testing.T) {
-	// The envelope example of §3.6.
+	// The envelope example of docs/behavior.md#envelope.
 	labels, err := OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{

@@ -15,7 +15,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// Bounds the reference uses (plugin-behavior.md §4.2, §4.8, §13.1, §13.8),
+// Bounds the reference uses (docs/behavior.md#ensure-started, docs/behavior.md#stop, docs/behavior.md#warm-window, docs/behavior.md#recover-then-stop),
 // and probeWindow, the part of the host's 120 s probe timeout the worker uses.
 const (
 	probeWindow      = 115 * time.Second
@@ -109,7 +109,7 @@ func notResumable(sentinel map[string]any) rpc.Lease {
 }
 
 // ephemeralProofMissing is the no-provider-call pre-check of an ephemeral
-// lease (plugin-behavior.md §4.7 step 2): proof is never minted on resume.
+// lease (docs/behavior.md#resume, ephemeral pre-check): proof is never minted on resume.
 func ephemeralProofMissing(md map[string]any, leaseID string) bool {
 	s, _ := md["workspaceSentinel"].(map[string]any)
 	token, _ := s["token"].(string)
@@ -150,7 +150,8 @@ func (d *Driver) resume(ctx context.Context, p rpc.ResumeParams) (rpc.Lease, err
 		lease, err = d.resumeActive(ctx, c, k, p)
 		if err != nil || lease.ProviderLeaseID == nil {
 			// Failed or not resumable: the next use re-reads the sandbox
-			// (§4.7 steps 4.2, 4.5, 4.6).
+			// (docs/behavior.md#resume: evict on a lost container, a
+			// sentinel mismatch or any error).
 			d.handles.evict(k)
 		}
 		return err
@@ -244,7 +245,7 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 
 // confirmGone re-reads a sandbox that reported a missing container: only a
 // fresh read (bounded by livenessTimeoutMs) that repeats the exact report,
-// or a NotFound, proves the loss (plugin-behavior.md §4.7 step 4.2). Any
+// or a NotFound, proves the loss (docs/behavior.md#resume, missing-container confirmation). Any
 // other failure is returned and preserves the lease.
 func (d *Driver) confirmGone(ctx context.Context, c *conn, k scopeKey, id string) (fresh *daytona.Sandbox, gone bool, err error) {
 	err = c.liveness(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
@@ -264,7 +265,7 @@ func (d *Driver) confirmGone(ctx context.Context, c *conn, k scopeKey, id string
 	return fresh, false, nil
 }
 
-// containerGone is the missing-container rule of plugin-behavior.md §6.3:
+// containerGone is the missing-container rule of docs/behavior.md#missing-container:
 // state error, recoverable false, and exactly Docker's "No such container"
 // text for this very id (compared literally). A recoverable sandbox with
 // that text is recovered like any other recoverable error.
@@ -292,7 +293,7 @@ func verifySentinel(out, token string) (shell, result string) {
 }
 
 // raiseWarmAutoStop lifts a warm reusable sandbox's auto-stop above the warm
-// window (plugin-behavior.md §13.1): best effort, bounded to 5 s.
+// window (docs/behavior.md#warm-window): best effort, bounded to 5 s.
 func (d *Driver) raiseWarmAutoStop(ctx context.Context, c *conn, sb *daytona.Sandbox) {
 	if !c.cfg.ReuseLease {
 		return
@@ -318,8 +319,8 @@ func (d *Driver) raiseWarmAutoStop(ctx context.Context, c *conn, sb *daytona.San
 }
 
 // ensureStarted starts or recovers a sandbox and waits until it runs
-// (plugin-behavior.md §4.2), retrying a start Daytona refuses while the
-// sandbox is still stopping (§13.9).
+// (docs/behavior.md#ensure-started), retrying a start Daytona refuses while the
+// sandbox is still stopping (docs/behavior.md#refused-resume).
 func (d *Driver) ensureStarted(ctx context.Context, c *conn, sb *daytona.Sandbox) (*daytona.Sandbox, error) {
 	if sb.State == daytona.StateStarted {
 		return sb, nil
@@ -386,7 +387,7 @@ func unrecoverable(sb *daytona.Sandbox) error {
 }
 
 // transientForHost phrases errors that do not prove a loss so the host's
-// resume retry applies (protocol.md §3.6: the host matches timeout, rate
+// resume retry applies (docs/host.md#resume: the host matches timeout, rate
 // limit, network, service unavailable).
 func transientForHost(err error) error {
 	var ne net.Error
@@ -460,7 +461,7 @@ func (d *Driver) realize(ctx context.Context, p rpc.RealizeParams) (rpc.RealizeR
 
 // sandbox returns the lease's record from the cache (single flight on a
 // miss), refreshing an entry idle past half the auto-stop interval
-// (plugin-behavior.md §5.1, §6.4). A failed refresh evicts and fails closed.
+// (docs/behavior.md#handle-cache, docs/behavior.md#stale-handle). A failed refresh evicts and fails closed.
 func (d *Driver) sandbox(ctx context.Context, c *conn, k scopeKey, leaseID string) (*daytona.Sandbox, bool, error) {
 	fetch := func(ctx context.Context) (*daytona.Sandbox, error) {
 		sb, _, err := c.client.Sandboxes.Get(ctx, leaseID)

@@ -19,7 +19,7 @@ import (
 // Helpers of the lifecycle tests (resume, teardown, state, faults). They
 // extend harness_test.go without changing it.
 
-// hostTransient is the host's resume retry pattern (protocol.md §3.6): a
+// hostTransient is the host's resume retry pattern (docs/host.md#resume): a
 // resume error that does not prove a loss must match it.
 var hostTransient = regexp.MustCompile(`(?i)\b(timeout|timed out|rate limit|temporar|network|connection reset|service unavailable)\b`)
 

@@ -8,7 +8,7 @@ import (
 	daytonaworker "github.com/daytonaworker/daytona-worker"
 )
 
-// Profile selects the manifest variant for a host generation (protocol.md,
+// Profile selects the manifest variant for a host generation (docs/host.md,
 // Target).
 type Profile string
 
@@ -29,7 +29,7 @@ var Profiles = []Profile{ProfileCurrent, ProfileCompat2026916}
 var newerDriverKeys = []string{"defaultAcquireTimeoutMs", "creationOperationVersion"}
 
 // CompatDriverKeys are the environment-driver keys the 2026.916.1 validator
-// accepts (protocol.md, Target table).
+// accepts (docs/host.md, Target table).
 var CompatDriverKeys = []string{
 	"driverKey", "kind", "displayName", "description", "configSchema",
 	"supportsReusableLeases", "sandboxCapabilities", "supportsInteractiveSetup",
@@ -46,7 +46,7 @@ var CompatCapabilityKeys = []string{
 }
 
 // CapabilityMethods maps each sandbox capability to the worker methods the
-// host requires before it counts the capability as verified (protocol.md §7).
+// host requires before it counts the capability as verified (docs/host.md#capabilities).
 var CapabilityMethods = map[string][]string{
 	"reusableLeases":             {"environmentResumeLease", "environmentReleaseLease", "environmentDestroyLease"},
 	"nativeSyncIn":               {"environmentSyncIn"},

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Resume (plugin-behavior.md §4.7, §6.3, §13.1, §13.9).
+// Resume (docs/behavior.md#resume, docs/behavior.md#missing-container, docs/behavior.md#warm-window, docs/behavior.md#refused-resume).
 
 // reusable acquires a reusable lease and stops its sandbox server-side, as
 // a release between turns would.
@@ -135,7 +135,7 @@ func TestResumeRecoversARecoverableError(t *testing.T) {
 }
 
 // A recoverable sandbox with the missing-container text is not "gone"
-// (§6.3 requires recoverable false): it is recovered, not expired.
+// (docs/behavior.md#missing-container requires recoverable false): it is recovered, not expired.
 func TestResumeRecoversAMissingContainerReportMarkedRecoverable(t *testing.T) {
 	e, l, id := reusable(t, nil)
 	require.NoError(t, e.srv.SetError(id, daytonatest.MissingContainerReason(id), true))
@@ -322,7 +322,7 @@ func TestResumeRefusesWhileCancelledWorkIsSettling(t *testing.T) {
 	require.NoError(t, err, "admission reopened by resume")
 }
 
-// --- warm-window auto-stop floor (§13.1) ---
+// --- warm-window auto-stop floor (docs/behavior.md#warm-window) ---
 
 func TestWarmFloorAtCreation(t *testing.T) {
 	const margin = 5 * time.Minute

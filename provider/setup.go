@@ -14,7 +14,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona"
 )
 
-// Workspace layout inside a sandbox (plugin-behavior.md §4.3, §6.1).
+// Workspace layout inside a sandbox (docs/behavior.md#workdir-and-shell, docs/behavior.md#sentinel).
 const (
 	workspaceDirName = "paperclip-workspace"
 	sentinelRelPath  = ".paperclip-runtime/reusable-sandbox-lease.json"
@@ -101,7 +101,7 @@ type sentinelInputs struct {
 	cfg                                                                           Config
 }
 
-// sentinelToken is the identity proof of plugin-behavior.md §6.1, bit-for-bit
+// sentinelToken is the identity proof of docs/behavior.md#sentinel, bit-for-bit
 // the reference's so leases made by the TypeScript plugin resume here. It
 // is "" when the lease carries no identity to prove.
 func sentinelToken(in sentinelInputs) string {

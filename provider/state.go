@@ -13,7 +13,7 @@ import (
 
 // scopeKey identifies one lease of one account: stableStringify of driver
 // key, company, environment, provider lease id and account fingerprint
-// (plugin-behavior.md §5). Never the bare sandbox id: two companies or two
+// (docs/behavior.md#concurrency). Never the bare sandbox id: two companies or two
 // accounts can name the same sandbox id.
 type scopeKey string
 
@@ -42,14 +42,14 @@ type scopeState struct {
 	activities int
 	// generation changes whenever an activity starts or ends: a teardown
 	// captures it before a provider observation and compares after the
-	// reply (idle evidence rule, plugin-behavior.md §13.10).
+	// reply (idle evidence rule, docs/behavior.md#idle-sleep).
 	generation uint64
 	changed    chan struct{} // closed and replaced on every change
 	closedAt   time.Time     // when admission closed (tombstone age)
 }
 
 // scopes holds the admission state, teardown gates and activity gates of
-// every lease scope this worker touched (plugin-behavior.md §5.2).
+// every lease scope this worker touched (docs/behavior.md#gates).
 type scopes struct {
 	mu sync.Mutex
 	m  map[scopeKey]*scopeState
@@ -216,7 +216,7 @@ type handleEntry struct {
 }
 
 // handles caches sandbox records per scope so realize and execute after an
-// acquire need no provider read (plugin-behavior.md §5.1). It never holds
+// acquire need no provider read (docs/behavior.md#handle-cache). It never holds
 // credentials.
 type handles struct {
 	mu  sync.Mutex
@@ -320,7 +320,7 @@ func (h *handles) stale(k scopeKey, threshold time.Duration) bool {
 }
 
 // idle is the evidence that keeps the worker from idle sleep
-// (plugin-behavior.md §13.10), reported in health.
+// (docs/behavior.md#idle-sleep), reported in health.
 type idle struct {
 	mu          sync.Mutex
 	hooks       int
@@ -330,7 +330,7 @@ type idle struct {
 	uncertain   map[string]bool // creation names whose cleanup is unconfirmed
 }
 
-// IdleReport is health's details.idle (protocol.md §3.16, proposed shape).
+// IdleReport is health's details.idle (docs/host.md#newer-contract, proposed shape).
 type IdleReport struct {
 	SleepAllowed      bool `json:"sleepAllowed"`
 	PendingHooks      int  `json:"pendingHooks"`

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The in-process concurrency model (plugin-behavior.md §5, §6.4) and idle
-// evidence (§13.10).
+// The in-process concurrency model (docs/behavior.md#concurrency, docs/behavior.md#stale-handle) and idle
+// evidence (docs/behavior.md#idle-sleep).
 
 func TestHandleCacheSingleFlightsConcurrentMisses(t *testing.T) {
 	e := newTestEnv(t, nil)

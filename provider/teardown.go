@@ -22,7 +22,7 @@ type LeaseWork interface {
 	Forget(key string)
 }
 
-// StopErrorSchema names the typed stop error's data (protocol.md §3.16,
+// StopErrorSchema names the typed stop error's data (docs/host.md#newer-contract,
 // proposed; kept here and nowhere else).
 const StopErrorSchema = "paperclip/environment-stop-error/v1"
 
@@ -108,7 +108,7 @@ func (t *teardown) receipt(state string) *rpc.Receipt {
 	return &rpc.Receipt{ProviderLeaseID: t.id, State: state}
 }
 
-// drain runs the bridge cleanup before termination (plugin-behavior.md §4.9
+// drain runs the bridge cleanup before termination (docs/behavior.md#release
 // step 4): wait for activity, delete the session. Each step is bounded and
 // its failure only logged: a hung drain never blocks termination.
 func (t *teardown) drain(ctx context.Context) {
@@ -132,7 +132,7 @@ func (t *teardown) drain(ctx context.Context) {
 
 // fresh reads the sandbox now: a cached "stopped" is not a receipt. The read
 // is bounded by livenessTimeoutMs, capped at max when max > 0 (the Stop
-// button and stop lease use min(livenessTimeoutMs, 30 s), §4.8, §4.9).
+// button and stop lease use min(livenessTimeoutMs, 30 s), docs/behavior.md#stop, docs/behavior.md#release).
 func (t *teardown) fresh(ctx context.Context, max time.Duration) (*daytona.Sandbox, error) {
 	t.observe()
 	var sb *daytona.Sandbox
@@ -147,7 +147,7 @@ func (t *teardown) fresh(ctx context.Context, max time.Duration) (*daytona.Sandb
 // stopAndWait stops a sandbox and waits until Daytona reports it stopped.
 // Daytona refuses a stop with 409 while it is changing the sandbox's state
 // itself — typically its own auto-stop, which the warm window can race
-// (plugin-behavior.md §13.1): then it waits, inside the same bound, until
+// (docs/behavior.md#warm-window): then it waits, inside the same bound, until
 // the sandbox settles. A sandbox Daytona stopped is the receipt; a started
 // one is stopped again. Falling back to delete for a busy stop would destroy
 // a sandbox the caller asked to keep.
@@ -315,7 +315,7 @@ func (d *Driver) destroy(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 
 // destroyFailedCreate resolves a journaled creation envelope: observe the
 // real id first (the host persists it), delete on the next call
-// (plugin-behavior.md §3.5, §4.10).
+// (docs/behavior.md#destroy-failed-creation, docs/behavior.md#destroy).
 func (d *Driver) destroyFailedCreate(ctx context.Context, p rpc.ReleaseParams, raw any) (*rpc.Receipt, error) {
 	id := deref(p.ProviderLeaseID)
 	env, err := cleanup.ParseEnvelope(raw)
@@ -345,7 +345,7 @@ func (d *Driver) destroyFailedCreate(ctx context.Context, p rpc.ReleaseParams, r
 	return &rpc.Receipt{ProviderLeaseID: id, State: "destroyed"}, nil
 }
 
-// stop is stop-only preservation (plugin-behavior.md §4.8, §13.8): confirm
+// stop is stop-only preservation (docs/behavior.md#stop, docs/behavior.md#recover-then-stop): confirm
 // the retention policy, recover an errored sandbox once, stop; never delete.
 func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, error) {
 	if deref(p.ProviderLeaseID) == "" {

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Release, destroy and stop (plugin-behavior.md §4.8–§4.10, §13.8).
+// Release, destroy and stop (docs/behavior.md#stop, docs/behavior.md#release, docs/behavior.md#destroy, docs/behavior.md#recover-then-stop).
 
 func receiptJSON(id, state string) string {
 	return `{"providerLeaseId":"` + id + `","state":"` + state + `"}`
@@ -255,7 +255,7 @@ func TestLateWorkAfterTeardownIsRefused(t *testing.T) {
 
 func TestQueuedWorkIsRefusedOnceTheTeardownBegins(t *testing.T) {
 	// A realize that arrives while a teardown holds the gate waits, then
-	// finds the tombstone (§5.2).
+	// finds the tombstone (docs/behavior.md#gates).
 	e := newTestEnv(t, nil)
 	l := e.acquire(nil)
 	id := *l.ProviderLeaseID
@@ -268,7 +268,7 @@ func TestQueuedWorkIsRefusedOnceTheTeardownBegins(t *testing.T) {
 	require.ErrorContains(t, err, "is no longer active", "the tombstone outlives the gate")
 }
 
-// --- stop lease (§4.8, §13.8) ---
+// --- stop lease (docs/behavior.md#stop, docs/behavior.md#recover-then-stop) ---
 
 func (e *testEnv) stop(l lease, extra ...any) (json.RawMessage, error) {
 	e.t.Helper()
@@ -504,7 +504,7 @@ func TestStopTypedErrors(t *testing.T) {
 	})
 }
 
-// --- destroy (§4.10) ---
+// --- destroy (docs/behavior.md#destroy) ---
 
 func TestDestroyWorksFromParamsAloneOnAFreshWorker(t *testing.T) {
 	e := newTestEnv(t, nil)
@@ -598,7 +598,7 @@ func TestReusableReleaseDuringAnAutoStopKeepsTheSandbox(t *testing.T) {
 	for _, method := range []string{"environmentReleaseLease", "environmentStopLease", "cancelActiveWork"} {
 		t.Run(method, func(t *testing.T) {
 			t.Parallel()
-			// The warm window and auto-stop coincide (§13.1): Daytona is
+			// The warm window and auto-stop coincide (docs/behavior.md#warm-window): Daytona is
 			// stopping the sandbox as the host releases the lease.
 			e := newTestEnv(t, map[string]any{"reuseLease": true})
 			l := e.acquire(nil)

@@ -7,7 +7,7 @@ import (
 	"fmt"
 )
 
-// JSON-RPC and Paperclip error codes (protocol.md §5.1).
+// JSON-RPC and Paperclip error codes (docs/host.md#error-codes).
 const (
 	CodeParseError           int64 = -32700
 	CodeInvalidRequest       int64 = -32600

@@ -10,7 +10,7 @@ import (
 	"github.com/sourcegraph/jsonrpc2"
 )
 
-// Host limits on execute.log (protocol.md §3.10).
+// Host limits on execute.log (docs/host.md#execute).
 const (
 	// MaxLogChunkChars is the largest execute.log chunk, in JavaScript
 	// characters (UTF-16 code units).
@@ -114,7 +114,7 @@ const (
 )
 
 // ExecuteLog sends live command output for the request ctx serves as
-// execute.log notifications (protocol.md §3.10): stream must be stdout or
+// execute.log notifications (docs/host.md#execute): stream must be stdout or
 // stderr; empty text sends nothing; text over MaxLogChunkChars is split on
 // UTF-8 boundaries. Each call writes its frames before it returns, so output
 // always precedes the request's response; once the response is out it

@@ -38,7 +38,7 @@ type Options struct {
 }
 
 // InitializeParams are the fields of initialize the worker reads
-// (protocol.md §2.1).
+// (docs/host.md#initialize).
 type InitializeParams struct {
 	Manifest     json.RawMessage `json:"manifest"`
 	Config       json.RawMessage `json:"config"`
@@ -280,7 +280,7 @@ func (s *server) reply(conn *jsonrpc2.Conn, req *jsonrpc2.Request, r *request, r
 	}
 }
 
-// invocationID extracts paperclipInvocation.id (protocol.md §1.5).
+// invocationID extracts paperclipInvocation.id (docs/host.md#envelopes).
 func invocationID(req *jsonrpc2.Request) string {
 	for _, f := range req.ExtraFields {
 		if f.Name != "paperclipInvocation" {

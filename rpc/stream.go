@@ -14,7 +14,7 @@ import (
 )
 
 // DefaultMaxFrame is the largest line, in bytes, the worker reads or writes:
-// the host's 128 Mi character limit (protocol.md §1.4). Because a UTF-8 byte
+// the host's 128 Mi character limit (docs/host.md#framing). Because a UTF-8 byte
 // count is never below the UTF-16 length JavaScript measures, a frame within
 // this many bytes is always within the host's limit.
 const DefaultMaxFrame = 128 << 20

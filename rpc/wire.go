@@ -2,7 +2,7 @@ package rpc
 
 import "encoding/json"
 
-// Wire types of the environment methods (protocol.md §3). Params are decoded
+// Wire types of the environment methods (docs/host.md#environment-methods). Params are decoded
 // leniently ([Typed]); nullable and optional host fields are pointers, so the
 // provider can tell "absent" from a zero value. Results are encoded exactly
 // as the host validates them: no omitempty on fields the host requires.
@@ -16,7 +16,7 @@ type EnvironmentBase struct {
 	Config        json.RawMessage `json:"config"`
 }
 
-// ValidateConfigParams are environmentValidateConfig's params (§3.3).
+// ValidateConfigParams are environmentValidateConfig's params (docs/host.md#validate-config).
 type ValidateConfigParams struct {
 	DriverKey string          `json:"driverKey"`
 	Config    json.RawMessage `json:"config"`
@@ -37,7 +37,7 @@ type ProbeDiagnostic struct {
 	Code     string `json:"code,omitempty"`
 }
 
-// ProbeResult is environmentProbe's result (§3.4).
+// ProbeResult is environmentProbe's result (docs/host.md#probe).
 type ProbeResult struct {
 	OK          bool              `json:"ok"`
 	Summary     string            `json:"summary,omitempty"`
@@ -45,7 +45,7 @@ type ProbeResult struct {
 	Metadata    map[string]any    `json:"metadata,omitempty"`
 }
 
-// AcquireParams are environmentAcquireLease's params (§3.5, §3.16).
+// AcquireParams are environmentAcquireLease's params (docs/host.md#acquire, docs/host.md#newer-contract).
 type AcquireParams struct {
 	EnvironmentBase
 	RunID                string  `json:"runId"`
@@ -56,11 +56,11 @@ type AcquireParams struct {
 	AdapterType          *string `json:"adapterType"`
 	RequestedExpiresAt   *string `json:"requestedExpiresAt"`
 	// CreationOperationID is the newer contract's creation operation UUID
-	// (proposed wire name, protocol.md §3.16); absent on 2026.916.1.
+	// (proposed wire name, docs/host.md#newer-contract); absent on 2026.916.1.
 	CreationOperationID *string `json:"creationOperationId"`
 }
 
-// Lease is PluginEnvironmentLease (§3.2). ProviderLeaseID null means "not
+// Lease is PluginEnvironmentLease (docs/host.md#lease). ProviderLeaseID null means "not
 // resumable" in a resume result.
 type Lease struct {
 	ProviderLeaseID *string        `json:"providerLeaseId"`
@@ -68,15 +68,15 @@ type Lease struct {
 	ExpiresAt       *string        `json:"expiresAt,omitempty"`
 }
 
-// ResumeParams are environmentResumeLease's params (§3.6).
+// ResumeParams are environmentResumeLease's params (docs/host.md#resume).
 type ResumeParams struct {
 	EnvironmentBase
 	ProviderLeaseID string         `json:"providerLeaseId"`
 	LeaseMetadata   map[string]any `json:"leaseMetadata"`
 }
 
-// ReleaseParams are the params of release, destroy and stop (§3.7, §3.8,
-// §3.16).
+// ReleaseParams are the params of release, destroy and stop (docs/host.md#release, docs/host.md#destroy,
+// docs/host.md#newer-contract).
 type ReleaseParams struct {
 	EnvironmentBase
 	ProviderLeaseID     *string        `json:"providerLeaseId"`
@@ -99,7 +99,7 @@ type Workspace struct {
 	Metadata   json.RawMessage `json:"metadata"`
 }
 
-// RealizeParams are environmentRealizeWorkspace's params (§3.9).
+// RealizeParams are environmentRealizeWorkspace's params (docs/host.md#realize-workspace).
 type RealizeParams struct {
 	EnvironmentBase
 	Lease     Lease     `json:"lease"`
@@ -112,7 +112,7 @@ type RealizeResult struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
-// ExecuteParams are environmentExecute's params (§3.10).
+// ExecuteParams are environmentExecute's params (docs/host.md#execute).
 type ExecuteParams struct {
 	EnvironmentBase
 	Lease         Lease             `json:"lease"`
@@ -135,7 +135,7 @@ type ExecuteResult struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
-// SyncFileMapping is PluginSyncFileMapping (§3.11).
+// SyncFileMapping is PluginSyncFileMapping (docs/host.md#sync).
 type SyncFileMapping struct {
 	SourcePath     string   `json:"sourcePath"`
 	TargetPath     string   `json:"targetPath"`
@@ -167,7 +167,7 @@ type SyncParams struct {
 	Lease      Lease           `json:"lease"`
 	Operations []SyncOperation `json:"operations"`
 	// MinimumTimeoutMs is the newer contract's file-transfer floor (proposed
-	// position, protocol.md §3.16).
+	// position, docs/host.md#newer-contract).
 	MinimumTimeoutMs *float64 `json:"minimumTimeoutMs"`
 }
 

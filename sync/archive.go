@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Limits bounds a sandbox-authored archive (§9.4 step 4). Zero fields take
+// Limits bounds a sandbox-authored archive (docs/behavior.md#sync-out-dirs, the host-side listing check). Zero fields take
 // the defaults below.
 type Limits struct {
 	// MaxEntries is the most members an archive may hold.
@@ -55,7 +55,7 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Refusal reasons (the wording of plugin-behavior.md §9.4).
+// Refusal reasons (the wording of docs/behavior.md#sync-out-dirs).
 const (
 	reasonEscape     = "tarball member that escapes the extraction dir"
 	reasonLinkEscape = "tarball link whose target escapes the extraction dir"

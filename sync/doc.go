@@ -1,5 +1,5 @@
 // Package sync is the worker's native file sync in and out of a Daytona
-// sandbox (plugin-behavior.md §9, §13.3, §13.6, §13.7; protocol.md §3.11).
+// sandbox (docs/behavior.md#sync, docs/behavior.md#transfer-timeout, docs/behavior.md#streaming-export, docs/behavior.md#single-file-export; docs/host.md#sync).
 // Other packages import it as filesync.
 //
 //	results, err := filesync.SyncIn(ctx, filesync.Target{Client: c, Sandbox: ref, Root: remoteCwd, RunCommand: run}, ops, filesync.Options{Timeout: cfgTimeout, MinimumTimeout: min})
@@ -48,11 +48,11 @@
 // Decisions where the spec leaves room: inbound archives are plain tar
 // (gzip buys nothing on a byte stream the worker produces and costs CPU);
 // zstd transport compression is never used (the standard library has no
-// encoder, which §9.1 treats as "the host runtime does not support zstd");
-// the host-side tar listing parser of §9.4 is replaced by structural
+// encoder, which docs/behavior.md#sync-in-files treats as "the host runtime does not support zstd");
+// the host-side tar listing parser of docs/behavior.md#sync-out-dirs is replaced by structural
 // verification with archive/tar, so there is no listing text to mis-split;
 // symlink targets may use ".." only as leading components; the A-only
-// unsafe-link retry (§9.4.6) is not implemented (an unsafe archive fails);
+// unsafe-link retry (docs/behavior.md#sync-out-dirs) is not implemented (an unsafe archive fails);
 // provider spans are not emitted by this package. Inbound directory
 // mappings send regular files of 4 MiB and more as their own parts of the
 // same upload (to scratch names, then chmod, touch and a rename into place
@@ -62,7 +62,7 @@
 //
 // # Upstream sync tests and where they live here
 //
-// §12.1 (src/plugin.test.ts), sync titles:
+// docs/behavior.md#reference-tests (src/plugin.test.ts), sync titles:
 //
 //	| #   | upstream title (short)                                              | test here |
 //	|-----|---------------------------------------------------------------------|-----------|
@@ -95,7 +95,7 @@
 //	| 189 | teardown waits for active sync calls                                | provider |
 //	| 198-202 | tar listing parser (GNU/bsdtar, delimiter split)                | replaced by archive/tar: TestExtractRefusesHostileArchives, FuzzExtract |
 //
-// §12.3 (file-sync-stream.test.ts, file-sync.test.ts):
+// docs/behavior.md#reference-tests (file-sync-stream.test.ts, file-sync.test.ts):
 //
 //	| upstream title (short)                                        | test here |
 //	|---------------------------------------------------------------|-----------|
@@ -107,7 +107,7 @@
 //	| zstd compressed path and its fallbacks                        | n/a: always the raw path (no zstd encoder in the standard library) |
 //	| passes the caller's timeout through every round trip          | TestMinimumTimeoutRaisesOnlyTransferRoundTrips |
 //
-// Seed-only behaviour (§13.3, §13.6, §13.7): TestValidateMinimumTimeout,
+// Seed-only behaviour (docs/behavior.md#transfer-timeout, docs/behavior.md#streaming-export, docs/behavior.md#single-file-export): TestValidateMinimumTimeout,
 // TestMinimumTimeoutRaisesOnlyTransferRoundTrips,
 // TestDiskFullDirectoryExportStreamsThroughTerminal,
 // TestDiskFullSingleFileExportStreamsThroughTerminal,

@@ -11,14 +11,14 @@ import (
 // *PostUploadError).
 var (
 	// ErrSandboxNotFound is the stable, unrecoverable code of a sandbox
-	// that was deleted under a sync (plugin-behavior.md §9). Its message is
+	// that was deleted under a sync (docs/behavior.md#sync). Its message is
 	// exactly "daytona_sandbox_not_found": no provider detail escapes.
 	ErrSandboxNotFound = errors.New("daytona_sandbox_not_found")
-	// ErrInvalidMinimumTimeout is an out-of-range minimumTimeoutMs (§13.3);
+	// ErrInvalidMinimumTimeout is an out-of-range minimumTimeoutMs (docs/behavior.md#transfer-timeout);
 	// the RPC layer answers it with -32602.
 	ErrInvalidMinimumTimeout = errors.New("minimumTimeoutMs must be a positive whole number no greater than 1800000.")
 	// ErrNoRemoteDir is a Target without a usable Root (the lease metadata
-	// lacks remoteCwd); its message is the upstream text of §9.
+	// lacks remoteCwd); its message is the upstream text of docs/behavior.md#sync.
 	ErrNoRemoteDir = errors.New("Daytona file sync requires a workspace remote dir on the lease metadata.")
 	// ErrNotConfined matches a sandbox path outside the lease's remote dir,
 	// lexically or after the sandbox resolved it.
@@ -26,16 +26,16 @@ var (
 	// ErrUnsafeArchive matches a sandbox-authored archive that was refused.
 	ErrUnsafeArchive = errors.New("sync: unsafe archive")
 	// ErrDiskFull matches a sandbox-side write that ran out of disk space,
-	// quota or file size (the trigger of the terminal fallbacks, §13.6/§13.7).
+	// quota or file size (the trigger of the terminal fallbacks, docs/behavior.md#streaming-export/docs/behavior.md#single-file-export).
 	ErrDiskFull = errors.New("sync: sandbox disk full")
 	// ErrStream matches a terminal-stream protocol violation or failure.
 	ErrStream = errors.New("sync: terminal stream failed")
 	// ErrHostSpace matches a host write refused because it would leave less
-	// than the free-space reserve (§13.6).
+	// than the free-space reserve (docs/behavior.md#streaming-export).
 	ErrHostSpace = errors.New("sync: host free-space reserve reached")
 	// ErrTransfer matches a failed upload or download.
 	ErrTransfer = errors.New("sync: transfer failed")
-	// ErrPostUpload matches a post-upload command that failed (§9.5).
+	// ErrPostUpload matches a post-upload command that failed (docs/behavior.md#post-upload).
 	ErrPostUpload = errors.New("sync: post-upload command failed")
 	// ErrInvalidOperation matches a malformed operation or mapping.
 	ErrInvalidOperation = errors.New("sync: invalid operation")
@@ -52,7 +52,7 @@ func detail(s string) string {
 }
 
 // SandboxCommandError is a sandbox-side script (guard, promote, pack,
-// extract) that exited non-zero. Exit codes follow plugin-behavior.md §9:
+// extract) that exited non-zero. Exit codes follow docs/behavior.md#sync:
 // 40 no canonicaliser, 41 root unresolvable, 42 escape, 43 copy/rename/
 // extract failed, 44 source is a symlink, 45 not a regular file/directory.
 type SandboxCommandError struct {
@@ -93,7 +93,7 @@ func (e *PathError) Error() string { return e.Msg + ": " + e.Path }
 func (e *PathError) Unwrap() error { return ErrNotConfined }
 
 // ArchiveError is a refused entry of a sandbox-authored archive. Reason
-// is one of the §9.4 texts ("tarball member that escapes the extraction dir",
+// is one of the docs/behavior.md#sync-out-dirs texts ("tarball member that escapes the extraction dir",
 // ...); Name is the member (bounded, quoted).
 type ArchiveError struct {
 	Reason string
@@ -107,7 +107,7 @@ func (e *ArchiveError) Error() string {
 // Unwrap makes errors.Is(err, ErrUnsafeArchive) true.
 func (e *ArchiveError) Unwrap() error { return ErrUnsafeArchive }
 
-// StreamError is a failure of the terminal-streamed export (§13.6/§13.7).
+// StreamError is a failure of the terminal-streamed export (docs/behavior.md#streaming-export/docs/behavior.md#single-file-export).
 type StreamError struct {
 	Msg string
 	Err error // optional cause
@@ -126,7 +126,7 @@ func (e *StreamError) Is(target error) bool { return target == ErrStream }
 // Unwrap returns the cause.
 func (e *StreamError) Unwrap() error { return e.Err }
 
-// PostUploadError is a post-upload command with a non-zero exit (§9.5).
+// PostUploadError is a post-upload command with a non-zero exit (docs/behavior.md#post-upload).
 type PostUploadError struct {
 	Exit   int
 	Detail string

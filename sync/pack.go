@@ -16,7 +16,7 @@ import (
 )
 
 // packer writes a host directory as a tar stream (what `tar -c [-h]
-// --exclude ._* --exclude … -C src ./<names>` would produce, §9.2), never
+// --exclude ._* --exclude … -C src ./<names>` would produce, docs/behavior.md#sync-in-dirs), never
 // holding more than one 64 KiB buffer of file data.
 type packer struct {
 	ctx      context.Context

@@ -12,7 +12,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona"
 )
 
-// scratchPrefix names every reserved sandbox scratch file (§9): always a
+// scratchPrefix names every reserved sandbox scratch file (docs/behavior.md#sync): always a
 // direct child of the root, so no swappable intermediate directory exists.
 const scratchPrefix = ".paperclip-upload-"
 
@@ -29,7 +29,7 @@ func cleanRoot(root string) (string, error) {
 	return path.Clean(root), nil
 }
 
-// confine checks a sandbox path lexically (§9.3 step 1): absolute, no ".."
+// confine checks a sandbox path lexically (docs/behavior.md#sync-out-files, lexical check): absolute, no ".."
 // component, equal to or under root. It returns the cleaned path. what is
 // "source" (outbound, the upstream wording) or "target" (inbound).
 func confineAs(what, root, p string) (string, error) {
@@ -79,7 +79,7 @@ mkconf() {
 `
 }
 
-// diskFullSignatures are the texts of ENOSPC, EDQUOT and EFBIG (§13.6),
+// diskFullSignatures are the texts of ENOSPC, EDQUOT and EFBIG (docs/behavior.md#streaming-export),
 // plus GNU tar's "Wrote only N of M bytes": a short write to a regular file,
 // which is how tar reports hitting the file-size limit or a full disk
 // mid-block (the write returns a count, not an errno).
@@ -115,7 +115,7 @@ func (t Target) run(ctx context.Context, script string, timeoutSec int) (execRes
 }
 
 // removeScratch deletes scratch names best-effort, under its own bounded
-// context so a cancelled or timed-out sync still cleans up (§9: scratch
+// context so a cancelled or timed-out sync still cleans up (docs/behavior.md#sync: scratch
 // cleanup on every path).
 func (t Target) removeScratch(ctx context.Context, names ...string) error {
 	if len(names) == 0 {

@@ -17,8 +17,8 @@ import (
 // cleanupBudget bounds best-effort sandbox scratch cleanup.
 const cleanupBudget = 30e9 // 30 s
 
-// SyncIn applies operations host → sandbox (plugin-behavior.md §9.1, §9.2,
-// §9.5): in order, each with its file mappings as one upload batch, then each
+// SyncIn applies operations host → sandbox (docs/behavior.md#sync-in-files, docs/behavior.md#sync-in-dirs,
+// docs/behavior.md#post-upload): in order, each with its file mappings as one upload batch, then each
 // directory mapping (packed on the fly into the upload body and extracted in
 // the sandbox), then its post-upload commands, verbatim and fail-fast. It
 // returns the results of the operations that completed, and the first error.
@@ -156,7 +156,7 @@ func (l *lazyFile) close() {
 	l.done = true
 }
 
-// uploadFiles is §9.1 without zstd (the Go standard library has no zstd
+// uploadFiles is docs/behavior.md#sync-in-files without zstd (the Go standard library has no zstd
 // encoder, i.e. "the host runtime does not support zstd": the raw path):
 // one bulk upload to reserved scratch names, modes set on the scratch files,
 // then one promote script that creates parents, re-checks confinement with
@@ -183,7 +183,7 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 			l.close()
 		}
 		if err != nil {
-			// §9.1 step 7: sweep every reserved name on any failure.
+			// docs/behavior.md#sync-in-files: sweep every reserved name on any failure.
 			_ = t.removeScratch(ctx, scratch...)
 		}
 	}()
@@ -223,7 +223,7 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 	return int64(len(ms)), bytes, nil
 }
 
-// uploadDir is §9.2: the host directory is packed into the upload body as
+// uploadDir is docs/behavior.md#sync-in-dirs: the host directory is packed into the upload body as
 // it streams (io.Pipe, no host archive), uploaded to a reserved scratch
 // tar, extracted by the sandbox's tar into the confined target, and the
 // scratch removed on every path.
@@ -337,8 +337,8 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 }
 
 // postUpload runs an operation's commands verbatim, in order, fail-fast
-// (§9.5), with the configured command limit (minimumTimeoutMs does not
-// apply, §13.3.4).
+// (docs/behavior.md#post-upload), with the configured command limit (minimumTimeoutMs does not
+// apply, docs/behavior.md#transfer-timeout).
 func (t Target) postUpload(ctx context.Context, cmds []Command, o Options) error {
 	for _, c := range cmds {
 		cwd := t.Root

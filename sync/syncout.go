@@ -11,8 +11,8 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona"
 )
 
-// SyncOut applies operations sandbox → host (plugin-behavior.md §9.3,
-// §9.4, §13.6, §13.7): in order, each with its file mappings as one guarded
+// SyncOut applies operations sandbox → host (docs/behavior.md#sync-out-files,
+// docs/behavior.md#sync-out-dirs, docs/behavior.md#streaming-export, docs/behavior.md#single-file-export): in order, each with its file mappings as one guarded
 // snapshot + bulk download, then each directory mapping as a sandbox-built
 // archive verified and extracted while it streams, then any post-upload
 // commands. Host files appear only after their whole batch or archive
@@ -26,10 +26,10 @@ func SyncOut(ctx context.Context, t Target, ops []Operation, o Options) ([]Opera
 	})
 }
 
-// downloadFiles is §9.3: one validate-and-snapshot round trip, one bulk
+// downloadFiles is docs/behavior.md#sync-out-files: one validate-and-snapshot round trip, one bulk
 // download of the snapshots into host temp siblings created with the final
 // mode, then the renames, all or nothing. A snapshot that runs out of
-// sandbox space switches the batch to the terminal stream (§13.7).
+// sandbox space switches the batch to the terminal stream (docs/behavior.md#single-file-export).
 func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (files, bytes int64, err error) {
 	snaps := make([]string, len(ms))
 	var b strings.Builder
@@ -52,7 +52,7 @@ func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (fil
 		return 0, 0, err
 	}
 	if r.exit == 43 && isDiskFull(r.out) {
-		// §13.7: drop the partial copies first, then stream the sources.
+		// docs/behavior.md#single-file-export: drop the partial copies first, then stream the sources.
 		if err := t.removeScratch(ctx, snaps...); err != nil {
 			return 0, 0, fmt.Errorf("Daytona syncOut could not remove partial snapshots: %w", err)
 		}
@@ -111,7 +111,7 @@ func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (fil
 	return int64(len(ms)), bytes, nil
 }
 
-// streamFiles is the §13.7 fallback: each source is streamed through a
+// streamFiles is the docs/behavior.md#single-file-export fallback: each source is streamed through a
 // terminal (no sandbox copy), opened with dd iflag=nofollow after the
 // canonical confinement and regular-file checks, with its device:inode
 // compared before and after. Host files are published only when every
@@ -168,7 +168,7 @@ func (t Target) streamFiles(ctx context.Context, ms []Mapping, o Options) (files
 	return int64(len(ms)), bytes, nil
 }
 
-// fileStreamScript streams one sandbox file (§13.7): canonical
+// fileStreamScript streams one sandbox file (docs/behavior.md#single-file-export): canonical
 // confinement and regular-file checks, the open refuses a symlink
 // (iflag=nofollow), and the device:inode must be the same after the
 // transfer and the path still confined, else the end frame carries 46/42.
@@ -195,11 +195,11 @@ func tarCreate(m Mapping, out string) string {
 	return b.String()
 }
 
-// downloadDir is §9.4: confinement check and archive creation in one
+// downloadDir is docs/behavior.md#sync-out-dirs: confinement check and archive creation in one
 // round trip, then the archive is verified entry by entry while it
 // downloads, extracted into a private host staging directory and published
 // only when the whole archive verified. An archive that runs out of sandbox
-// space switches to the terminal stream (§13.6).
+// space switches to the terminal stream (docs/behavior.md#streaming-export).
 func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, err error) {
 	src, _ := confine(t.Root, m.SourcePath)
 	scratch := scratchName(t.Root, ".tar")
@@ -238,7 +238,7 @@ func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, b
 	}
 	cr := &countingReader{r: body}
 	x := newExtractor(h.stage, o.Limits)
-	// The §13.6 reserve guards every outbound host write, not only the
+	// The docs/behavior.md#streaming-export reserve guards every outbound host write, not only the
 	// fallback's: a hostile sandbox must not be able to fill the host disk.
 	x.beforeWrite = o.reserveCheck(h.dir)
 	if err := x.extract(tctx, cr); err != nil {
@@ -259,7 +259,7 @@ func wrapDownload(m Mapping, err error) error {
 	return &transferError{msg: "Daytona syncOut directory download failed for " + m.SourcePath, err: err}
 }
 
-// streamDir is the §13.6 fallback: the same archive, produced into the
+// streamDir is the docs/behavior.md#streaming-export fallback: the same archive, produced into the
 // terminal instead of a sandbox file, verified and extracted as it arrives,
 // published only after the end frame matched and tar succeeded.
 func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options) (files, bytes int64, err error) {

@@ -17,7 +17,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona"
 )
 
-// Terminal framing of the disk-full fallbacks (§13.6; proposed framing,
+// Terminal framing of the disk-full fallbacks (docs/behavior.md#streaming-export; proposed framing,
 // kept in this one place): the sandbox sends
 //
 //	D <seq> <base64 of at most 40960 bytes>\n   data
@@ -291,7 +291,7 @@ func (s *termStream) fail(_ context.Context, msg string, err error) error {
 	return &StreamError{Msg: msg, Err: err}
 }
 
-// cleanup kills the terminal with its own bounded budget (§13.6.5): it runs
+// cleanup kills the terminal with its own bounded budget (docs/behavior.md#streaming-export): it runs
 // after the host side was released, and gives up after the limit.
 func (s *termStream) cleanup(ctx context.Context, id string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.cleanupTimeout())
@@ -299,7 +299,7 @@ func (s *termStream) cleanup(ctx context.Context, id string) {
 	_, _ = s.t.Client.PTY.Kill(cctx, s.t.Sandbox, id)
 }
 
-// diskAllocation is the §13.6.3 cap.
+// diskAllocation is the docs/behavior.md#streaming-export cap.
 func (t Target) diskAllocation(ctx context.Context) int64 {
 	if t.DiskAllocation > 0 {
 		return t.DiskAllocation

@@ -12,7 +12,7 @@ import (
 // Kind is a mapping's kind.
 type Kind string
 
-// Mapping kinds (protocol.md §3.11).
+// Mapping kinds (docs/host.md#sync).
 const (
 	KindFile      Kind = "file"
 	KindDirectory Kind = "directory"
@@ -65,7 +65,7 @@ type Target struct {
 	Root string
 	// RunCommand runs post-upload commands; required when an operation has any.
 	RunCommand RunCommandFunc
-	// DiskAllocation caps a terminal-streamed export, in bytes (§13.6.3).
+	// DiskAllocation caps a terminal-streamed export, in bytes (docs/behavior.md#streaming-export).
 	// 0 = read the sandbox's disk GiB from the control plane.
 	DiskAllocation int64
 }
@@ -76,32 +76,32 @@ type Options struct {
 	// round trip and of post-upload commands without their own. 0 = only
 	// ctx bounds the call.
 	Timeout time.Duration
-	// MinimumTimeout is the host's minimumTimeoutMs (§13.3): file-transfer
+	// MinimumTimeout is the host's minimumTimeoutMs (docs/behavior.md#transfer-timeout): file-transfer
 	// round trips use max(MinimumTimeout, Timeout); commands keep Timeout.
 	// Validate it with ValidateMinimumTimeout first.
 	MinimumTimeout time.Duration
 	// HostReserve is the free space every outbound host write must leave
-	// (§13.6.3 requires it of the terminal fallback; it is applied to every
+	// (docs/behavior.md#streaming-export requires it of the terminal fallback; it is applied to every
 	// SyncOut write so a hostile sandbox cannot fill the host disk).
 	// 0 = DefaultHostReserve; negative = none.
 	HostReserve int64
 	// HostFreeSpace reports the bytes available to the worker on the
 	// filesystem holding path. nil = statfs. Tests inject it.
 	HostFreeSpace func(path string) (int64, error)
-	// CleanupTimeout bounds terminal cleanup (§13.6.5). 0 = 5 s.
+	// CleanupTimeout bounds terminal cleanup (docs/behavior.md#streaming-export). 0 = 5 s.
 	CleanupTimeout time.Duration
 	// Limits bounds sandbox-authored archives. Zero fields take defaults.
 	Limits Limits
 }
 
-// DefaultHostReserve is the §13.6 host free-space reserve.
+// DefaultHostReserve is the docs/behavior.md#streaming-export host free-space reserve.
 const DefaultHostReserve int64 = 1 << 30
 
 // MaxMinimumTimeout is the largest accepted minimumTimeoutMs (30 minutes).
 const MaxMinimumTimeout = 30 * time.Minute
 
 // ValidateMinimumTimeout checks a host-supplied minimumTimeoutMs value
-// (a JSON number) per §13.3 and returns it as a duration. A nil value means
+// (a JSON number) per docs/behavior.md#transfer-timeout and returns it as a duration. A nil value means
 // the field was absent (0, nil). Anything but a positive whole number
 // ≤ 1,800,000 is ErrInvalidMinimumTimeout, whose message is the exact
 // -32602 text.

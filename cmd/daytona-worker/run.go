@@ -140,7 +140,7 @@ func expectedParent() int {
 
 // watchParent closes the returned channel when the process's parent changes,
 // i.e. the launcher or host died without closing stdin (SIGKILL of the
-// launcher in the spawn fallback, protocol.md §6.3).
+// launcher in the spawn fallback, docs/host.md#launcher).
 func watchParent(ctx context.Context, ppid int, every time.Duration) <-chan struct{} {
 	gone := make(chan struct{})
 	go func() {

@@ -75,7 +75,7 @@ func TestManifestProfiles(t *testing.T) {
 			"timeoutMs", "livenessTimeoutMs", "autoStopInterval", "autoArchiveInterval", "autoDeleteInterval", "reuseLease", "ttlMinutes"} {
 			require.Contains(t, props, k)
 		}
-		// plugin-behavior.md §1.3 / §12 items 192–197.
+		// docs/behavior.md#config-schema / docs/behavior.md#reference-tests items 192–197.
 		require.Equal(t, "secret-ref", props["apiKey"].(map[string]any)["format"])
 		require.NotContains(t, props["apiKey"], "default", "a default on a secret-ref would be saved as a company secret")
 		mem := props["memory"].(map[string]any)

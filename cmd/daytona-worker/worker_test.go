@@ -21,7 +21,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The test binary re-executes itself as the worker (style.md, test tiers):
+// The test binary re-executes itself as the worker (the process tier of the
+// tests):
 // with this variable set, TestMain serves stdio like the real binary, plus a
 // few test-only methods the product never registers.
 const runAsWorker = "_DAYTONA_WORKER_TEST_RUN_AS_WORKER"

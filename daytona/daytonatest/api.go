@@ -31,7 +31,7 @@ var apiRoutes = mkRoutes([]route{
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autoarchive/{interval}", h: apiInterval("autoarchive")},
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autodelete/{interval}", h: apiInterval("autodelete")},
 	// Not in the v0.190.0 documents: the proposed wall-clock lifetime of
-	// plugin-behavior.md §13.12 (see proposedRoutes).
+	// docs/behavior.md#ttl (see proposedRoutes).
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/ttl/{interval}", h: apiInterval("ttl")},
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/public/{isPublic}", h: apiPublic},
 	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/network-settings", h: apiNetwork},
@@ -122,7 +122,7 @@ type sandboxDTO struct {
 	DaemonVersion       string             `json:"daemonVersion"`
 	RunnerID            string             `json:"runnerId"`
 	ToolboxProxyURL     string             `json:"toolboxProxyUrl"`
-	// AutoDestroyAt is the proposed wall-clock expiry (§13.12); absent
+	// AutoDestroyAt is the proposed wall-clock expiry (docs/behavior.md#ttl); absent
 	// without a TTL.
 	AutoDestroyAt string `json:"autoDestroyAt,omitempty"`
 }
@@ -204,7 +204,7 @@ type createReq struct {
 	AutoStopInterval    *int              `json:"autoStopInterval"`
 	AutoArchiveInterval *int              `json:"autoArchiveInterval"`
 	AutoDeleteInterval  *int              `json:"autoDeleteInterval"`
-	// TTLMinutes is the proposed create field of §13.12.
+	// TTLMinutes is the proposed create field of docs/behavior.md#ttl.
 	TTLMinutes *int     `json:"ttlMinutes"`
 	Volumes    []volume `json:"volumes"`
 	BuildInfo  *struct {
@@ -388,7 +388,7 @@ func apiDelete(c *call) {
 	switch old {
 	case StateDestroying:
 	case StateError, StateBuildFailed:
-		// Already hidden (errored + desired destroyed, §2.4): no visible
+		// Already hidden (errored + desired destroyed, docs/daytona.md#get-by-id-or-name): no visible
 		// destroying phase, so GET by id stays 404 from now on.
 		s.transitionLocked(sb, StateDestroyed, old, StateDestroyed)
 	default:

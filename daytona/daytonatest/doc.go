@@ -1,8 +1,8 @@
 // Package daytonatest is an in-memory emulator of the Daytona API (release
 // v0.190.0) for tests: a control plane with Daytona's lifecycle state
 // machine and a toolbox that runs commands for real, on the host, with
-// bash. It speaks the wire JSON of ../../../shared/daytona-api/*.openapi.yaml
-// and spec/daytona-api.md, and is deliberately independent of package
+// bash. It speaks the wire JSON of the Daytona OpenAPI documents (their
+// facts are in daytona/testdata/openapi-facts.txt) and docs/daytona.md, and is deliberately independent of package
 // daytona (our client): the two must agree through the wire format only.
 //
 // Never import it from non-test code other than cmd/daytona-sim: the
@@ -102,7 +102,7 @@
 // each command its own FIFOs instead).
 //
 // Output formats follow X-Daytona-SDK-Version (and X-Daytona-Split-Output)
-// as in daytona-api.md §1.3: ≥ 0.167.0 gets JSON with output (raw, with
+// as in docs/daytona.md#version-headers: ≥ 0.167.0 gets JSON with output (raw, with
 // markers), stdout and stderr; 0.27–0.167 raw text with markers; older or
 // no header, markers stripped. Log follow is a WebSocket
 // (…/logs?follow=true) that replays from byte 0 in binary frames of at

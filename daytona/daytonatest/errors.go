@@ -19,7 +19,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // writeAPIError writes the main API's error shape (NestJS AllExceptionsFilter,
-// daytona-api.md §1.6).
+// docs/daytona.md#error-bodies).
 func writeAPIError(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	writeJSON(w, status, map[string]any{
 		"path":       r.URL.Path,
@@ -30,7 +30,7 @@ func writeAPIError(w http.ResponseWriter, r *http.Request, status int, msg strin
 	})
 }
 
-// toolboxCode maps a status to the proxy/daemon error code of §1.6.
+// toolboxCode maps a status to the proxy/daemon error code of docs/daytona.md#error-bodies.
 func toolboxCode(status int) string {
 	switch status {
 	case http.StatusNotFound:
@@ -92,7 +92,7 @@ func writeToolboxError(w http.ResponseWriter, r *http.Request, status int, msg s
 }
 
 // writeEmpty aborts with a status and no body, as several daemon handlers
-// do (gin AbortWithError, §1.6).
+// do (gin AbortWithError, docs/daytona.md#error-bodies).
 func writeEmpty(w http.ResponseWriter, status int) {
 	w.WriteHeader(status)
 }

@@ -74,7 +74,7 @@ type Fault struct {
 	// until the client closes it.
 	WSSilent bool
 	// WSDropFinal makes a log follow close normally (1000) without sending
-	// its last data frame, as the daemon's race does (§3.6).
+	// its last data frame, as the daemon's race does (docs/daytona.md#follow-logs).
 	WSDropFinal bool
 
 	// RefuseStartWhileStopping: a matching start of a started sandbox

@@ -9,7 +9,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// followChunk is the daemon's maximum follow frame size (§3.6).
+// followChunk is the daemon's maximum follow frame size (docs/daytona.md#follow-logs).
 const followChunk = 1024
 
 // demux splits a marked log into stdout and stderr as the SDKs do: bytes

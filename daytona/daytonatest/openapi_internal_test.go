@@ -45,7 +45,7 @@ func readSpec(t *testing.T, name string) spec {
 }
 
 // proposedRoutes and proposedFields are the wall-clock lifetime of
-// plugin-behavior.md §13.12, which the v0.190.0 documents lack; the client
+// docs/behavior.md#ttl, which the v0.190.0 documents lack; the client
 // keeps the same names in one place (daytona/routes.go).
 var (
 	proposedRoutes = map[string]bool{"POST /sandbox/{sandboxIdOrName}/ttl/{interval}": true}

@@ -21,7 +21,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Output markers of the daemon's session logs (§3.3).
+// Output markers of the daemon's session logs (docs/daytona.md#session-exec).
 var (
 	markerStdout = []byte{1, 1, 1}
 	markerStderr = []byte{2, 2, 2}

@@ -30,7 +30,7 @@ const (
 )
 
 // MissingContainerReason is the exact errorReason Daytona sets when the
-// runner lost the sandbox's container (daytona-api.md §2.12).
+// runner lost the sandbox's container (docs/daytona.md#missing-container).
 func MissingContainerReason(id string) string {
 	return fmt.Sprintf("not found: failed to inspect sandbox container %s: Error response from daemon: No such container: %s", id, id)
 }
@@ -72,7 +72,7 @@ type sandbox struct {
 	autoStop         int
 	autoArchive      int
 	autoDelete       int
-	autoDestroyAt    time.Time // proposed wall-clock expiry (§13.12); zero = none
+	autoDestroyAt    time.Time // proposed wall-clock expiry (docs/behavior.md#ttl); zero = none
 	build            *buildInfo
 	volumes          []volume
 	createdAt        time.Time
@@ -133,7 +133,7 @@ func (sb *sandbox) infoLocked() SandboxInfo {
 	}
 }
 
-// lookupLocked finds a visible sandbox by id, then by name (§2.4).
+// lookupLocked finds a visible sandbox by id, then by name (docs/daytona.md#get-by-id-or-name).
 func (s *Server) lookupLocked(idOrName string) *sandbox {
 	if sb, ok := s.sandboxes[idOrName]; ok && sb.visibleLocked() {
 		return sb
@@ -290,7 +290,7 @@ func (s *Server) SetError(idOrName, reason string, recoverable bool) error {
 }
 
 // LoseContainer makes the runner lose the sandbox's container: toolbox
-// calls then fail with the 404 of §2.12, and starting it ends in state
+// calls then fail with the 404 of docs/daytona.md#missing-container, and starting it ends in state
 // error with MissingContainerReason (recoverable false).
 func (s *Server) LoseContainer(idOrName string) error {
 	s.init()
@@ -446,7 +446,7 @@ func (s *Server) beginStopLocked(sb *sandbox) {
 	s.transitionLocked(sb, StateStopped, StateStopping, StateStopped)
 }
 
-// beginDeleteLocked renames the record, freeing the name at once (§2.6).
+// beginDeleteLocked renames the record, freeing the name at once (docs/daytona.md#delete).
 func (s *Server) beginDeleteLocked(sb *sandbox) {
 	if !strings.HasPrefix(sb.name, "DESTROYED_") {
 		sb.name = fmt.Sprintf("DESTROYED_%s_%d", sb.name, s.cfg.now().UnixMilli())
@@ -467,7 +467,7 @@ func (s *Server) awaitSettled(ctx context.Context, sb *sandbox) {
 }
 
 // RunAutoLifecycle applies Daytona's auto-stop / auto-archive / auto-delete
-// rules once (the server's 10 s cron, §2.8) as if the time were now: a
+// rules once (the server's 10 s cron, docs/daytona.md#auto-intervals) as if the time were now: a
 // stable started sandbox idle for autoStopInterval minutes (> 0) is
 // stopped (deleted when autoDeleteInterval is 0); a stable stopped one idle
 // for autoDeleteInterval minutes (>= 0) is deleted, else after

@@ -206,7 +206,7 @@ func tbWorkDir(c *call) {
 }
 
 // outputMode is how the toolbox formats command output for a client,
-// chosen from its version headers (daytona-api.md §1.3).
+// chosen from its version headers (docs/daytona.md#version-headers).
 type outputMode int
 
 const (
