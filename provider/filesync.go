@@ -40,6 +40,9 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, run syncFunc) (rp
 		return rpc.SyncResult{}, rpc.InvalidParams("Daytona file sync requires a sandbox lease id")
 	}
 	root, _ := p.Lease.Metadata["remoteCwd"].(string)
+	if strings.ContainsRune(root, 0) {
+		return rpc.SyncResult{}, rpc.InvalidParams("invalid params: lease.metadata.remoteCwd contains a NUL byte")
+	}
 	if root = strings.TrimSpace(root); !strings.HasPrefix(root, "/") {
 		return rpc.SyncResult{}, rpc.InvalidParams("Daytona file sync requires the lease's remote working directory")
 	}
@@ -65,7 +68,7 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, run syncFunc) (rp
 		}
 		t := filesync.Target{Client: c.client, Sandbox: sb.Ref(), Root: root,
 			RunCommand: d.postUploadRunner(c, sb, k, shell), DiskAllocation: int64(math.Round(sb.Disk)) << 30}
-		results, err = run(ctx, t, ops, filesync.Options{Timeout: c.cfg.Timeout(), MinimumTimeout: minimum})
+		results, err = run(ctx, t, ops, filesync.Options{Timeout: c.cfg.Timeout(), MinimumTimeout: minimum, Logger: d.log})
 		if errors.Is(err, daytona.ErrNotFound) {
 			return errors.Join(filesync.ErrSandboxNotFound, err)
 		}
@@ -82,10 +85,39 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, run syncFunc) (rp
 	}
 	out := rpc.SyncResult{Operations: make([]rpc.SyncOperationResult, 0, len(results))}
 	for _, r := range results {
-		out.Operations = append(out.Operations, rpc.SyncOperationResult{OperationID: r.ID,
-			FilesTransferred: r.FilesTransferred, BytesTransferred: r.BytesTransferred})
+		res := rpc.SyncOperationResult{OperationID: r.ID,
+			FilesTransferred: r.FilesTransferred, BytesTransferred: r.BytesTransferred}
+		if r.OmittedUnsafeLinkCount > 0 {
+			// Symlinks a directory export left out (absolute or escaping
+			// targets): the count, and the first paths so an operator can
+			// tell a venv's interpreter link from something that matters.
+			res.Metadata = map[string]any{"omittedUnsafeLinks": map[string]any{
+				"count": r.OmittedUnsafeLinkCount, "paths": r.OmittedUnsafeLinks}}
+		}
+		out.Operations = append(out.Operations, res)
 	}
 	return out, nil
+}
+
+// nulField names the first field of a file mapping that holds a NUL byte
+// ("" if none). A NUL cannot be part of a path: the kernel would read a
+// shorter one and a shell silently drops it, so the sync would touch a
+// path the host never named.
+func nulField(f rpc.SyncFileMapping) string {
+	switch {
+	case strings.ContainsRune(f.SourcePath, 0):
+		return "sourcePath"
+	case strings.ContainsRune(f.TargetPath, 0):
+		return "targetPath"
+	case f.WritablePath != nil && strings.ContainsRune(*f.WritablePath, 0):
+		return "writablePath"
+	}
+	for k, e := range f.Exclude {
+		if strings.ContainsRune(e, 0) {
+			return fmt.Sprintf("exclude[%d]", k)
+		}
+	}
+	return ""
 }
 
 // postUploadRunner runs a post-upload command verbatim with the lease's
@@ -118,6 +150,9 @@ func syncOperations(in []rpc.SyncOperation) ([]filesync.Operation, error) {
 			if f.SourcePath == "" || f.TargetPath == "" {
 				return nil, rpc.InvalidParams("invalid params: operations[%d].files[%d] needs sourcePath and targetPath", i, j)
 			}
+			if name := nulField(f); name != "" {
+				return nil, rpc.InvalidParams("invalid params: operations[%d].files[%d].%s contains a NUL byte", i, j, name)
+			}
 			if f.Mode != nil {
 				mode := *f.Mode
 				if mode != math.Trunc(mode) || mode < 0 || mode > 0o7777 {
@@ -131,6 +166,12 @@ func syncOperations(in []rpc.SyncOperation) ([]filesync.Operation, error) {
 		for j, cmd := range op.PostUploadCommands {
 			if strings.TrimSpace(cmd.Command) == "" {
 				return nil, rpc.InvalidParams("invalid params: operations[%d].postUploadCommands[%d].command is empty", i, j)
+			}
+			if strings.ContainsRune(cmd.Command, 0) {
+				return nil, rpc.InvalidParams("invalid params: operations[%d].postUploadCommands[%d].command contains a NUL byte", i, j)
+			}
+			if cmd.Cwd != nil && strings.ContainsRune(*cmd.Cwd, 0) {
+				return nil, rpc.InvalidParams("invalid params: operations[%d].postUploadCommands[%d].cwd contains a NUL byte", i, j)
 			}
 			pc := filesync.Command{Command: cmd.Command, Cwd: deref(cmd.Cwd)}
 			if cmd.TimeoutMs != nil && *cmd.TimeoutMs > 0 {

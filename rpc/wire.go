@@ -176,6 +176,9 @@ type SyncOperationResult struct {
 	OperationID      string `json:"operationId"`
 	FilesTransferred int64  `json:"filesTransferred"`
 	BytesTransferred int64  `json:"bytesTransferred"`
+	// Metadata is optional detail; set only when there is something to say
+	// (e.g. symlinks a directory export omitted).
+	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
 // SyncResult is the result of environmentSyncIn and environmentSyncOut.

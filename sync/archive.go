@@ -96,6 +96,55 @@ type extractor struct {
 	// beforeWrite, if set, is called before each payload write (host
 	// free-space reserve).
 	beforeWrite func(n int) error
+
+	// omitLinks is the first pass of a directory export: a symlink whose
+	// target is refused (absolute, escaping, inner "..") is recorded and
+	// skipped instead of ending the extraction, so the caller learns
+	// whether unsafe links are the archive's only fault and which ones to
+	// leave out of a rebuilt archive. Every other check is unchanged, a
+	// later member named like an omitted link is a duplicate, and one
+	// below it is refused as below a non-directory, so a hostile tree gains
+	// nothing: the staging tree is discarded either way.
+	omitLinks bool
+	omitted   map[string]bool
+	omitNames []string      // cleaned member names, archive order
+	omitBytes int           // their cost as tar exclude arguments
+	omitFirst *ArchiveError // the refusal the first omitted link earned
+	// dry: payloads are read and discarded (names, types and sizes still
+	// checked). Set at the first omitted link: that staging tree will be
+	// thrown away, so writing the rest of it would be wasted host I/O.
+	dry bool
+}
+
+// maxOmitBytes bounds the exclude arguments an export retry may add to its
+// sandbox script. The script travels as one argv string, which Linux caps
+// at 128 KiB (MAX_ARG_STRLEN); half of that leaves room for the rest. An
+// archive with more unsafe links than fit is refused as before.
+const maxOmitBytes = 64 << 10
+
+// excludeArg is the tar option that leaves one member out of a rebuilt
+// export, literal and anchored (see tarCreate).
+func excludeArg(name string) string { return " --exclude=" + q("./"+name) }
+
+// omit records an unsafe link in the first pass, or returns its refusal
+// when the retry budget is spent.
+func (x *extractor) omit(name string, refusal error) error {
+	cost := len(excludeArg(name))
+	var ae *ArchiveError
+	if !errors.As(refusal, &ae) || x.omitBytes+cost > maxOmitBytes {
+		return refusal
+	}
+	if x.omitted == nil {
+		x.omitted = map[string]bool{}
+	}
+	x.omitted[name] = true
+	x.omitNames = append(x.omitNames, name)
+	x.omitBytes += cost
+	if x.omitFirst == nil {
+		x.omitFirst = ae
+	}
+	x.dry = true
+	return nil
 }
 
 type dirMode struct {
@@ -193,6 +242,9 @@ func (x *extractor) ensureParents(name string) error {
 	if _, ok := x.dirs[dir]; ok {
 		return nil
 	}
+	if x.omitted[dir] {
+		return &ArchiveError{Reason: reasonNotDir, Name: name}
+	}
 	if err := x.ensureParents(dir); err != nil {
 		return err
 	}
@@ -225,6 +277,9 @@ func (x *extractor) member(hdr *tar.Header, r io.Reader) error {
 	name, err := x.cleanMember(hdr.Name)
 	if err != nil {
 		return err
+	}
+	if x.omitted[name] {
+		return &ArchiveError{Reason: reasonDuplicate, Name: hdr.Name}
 	}
 	perm := fs.FileMode(hdr.Mode) & fs.ModePerm // never setuid/setgid/sticky from a sandbox
 	if hdr.Typeflag == tar.TypeDir {
@@ -261,6 +316,9 @@ func (x *extractor) member(hdr *tar.Header, r io.Reader) error {
 	}
 	if hdr.Typeflag == tar.TypeSymlink {
 		if err := x.checkLink(name, hdr.Linkname); err != nil {
+			if x.omitLinks {
+				return x.omit(name, err)
+			}
 			return err
 		}
 		if err := x.root.Symlink(hdr.Linkname, name); err != nil {
@@ -287,9 +345,22 @@ func (x *extractor) member(hdr *tar.Header, r io.Reader) error {
 		}
 		return err
 	}
-	n, err := writeSparse(f, r, x.buf, x.beforeWrite)
+	var n int64
+	if x.dry {
+		// The file exists (empty) so duplicates are still caught.
+		n, err = io.CopyBuffer(io.Discard, r, x.buf)
+		cerr := f.Close()
+		if err == nil && n != hdr.Size {
+			err = fmt.Errorf("%w: short member %q", ErrUnsafeArchive, clip(hdr.Name))
+		}
+		if err == nil {
+			err = cerr
+		}
+		return err
+	}
+	n, err = writeSparse(f, r, x.buf, x.beforeWrite)
 	if err == nil && n != hdr.Size {
-		err = fmt.Errorf("%w: short member %q", ErrUnsafeArchive, hdr.Name)
+		err = fmt.Errorf("%w: short member %q", ErrUnsafeArchive, clip(hdr.Name))
 	}
 	if err == nil {
 		err = f.Chmod(perm)

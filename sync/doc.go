@@ -39,6 +39,35 @@
 //     allocation as a cap, a 1 GiB host free-space reserve, nothing written
 //     in the sandbox, and a 5 s terminal cleanup that runs after the host
 //     side was closed.
+//   - Unsafe links in an export: a sandbox tree whose only fault is
+//     symlinks with absolute or escaping targets (every Python virtualenv
+//     links bin/python3 to /usr/bin/python3) is exported without them. The
+//     first archive is read to its end (its payloads are no longer written
+//     once such a link is seen; every other check still applies, and a
+//     member using an omitted link's name or path is refused); then
+//     OmitNotice is logged at warn level and the sandbox builds the
+//     archive once more with exactly those members excluded (literal,
+//     anchored tar excludes). That archive is verified as strictly as ever:
+//     a link still unsafe fails the export as before. Nothing of the first
+//     archive is published. The disk-full terminal path follows the same
+//     rule. The result carries OmittedUnsafeLinkCount and the first
+//     MaxOmittedListed paths (sandbox paths); the provider sends them as
+//     the operation's metadata.omittedUnsafeLinks {count, paths}. Cost: a
+//     tree with such links is transferred twice. More unsafe links than
+//     64 KiB of exclude arguments (the sandbox script is one argv string)
+//     are refused as before.
+//   - Leftovers of a killed worker: reserved names
+//     (.paperclip-upload-<uuid>[.tar]) older than Options.StaleAfter
+//     (default 25 h, longer than any sync call can run) are swept next to
+//     a host target before SyncOut writes there (modification time against
+//     the injectable Options.Now) and, in the sandbox root, by the first
+//     script of every call (find -mmin, no extra round trip). Names that
+//     only share the prefix are never swept, but nothing starting with the
+//     prefix is ever packed by SyncIn or exported by SyncOut.
+//   - Input in errors: every path, kind or sandbox output quoted in an
+//     error is cut to 512 characters ("…" marks the cut), host paths inside
+//     standard-library errors included. NUL bytes in paths, exclude
+//     patterns and post-upload commands are refused before anything moves.
 //   - Errors: typed and matchable (ErrSandboxNotFound, ErrNotConfined,
 //     ErrUnsafeArchive, ErrStream, ErrHostSpace, ErrTransfer, ErrPostUpload,
 //     ErrInvalidMinimumTimeout; *SandboxCommandError, *ArchiveError,
@@ -51,9 +80,7 @@
 // encoder, which docs/behavior.md#sync-in-files treats as "the host runtime does not support zstd");
 // the host-side tar listing parser of docs/behavior.md#sync-out-dirs is replaced by structural
 // verification with archive/tar, so there is no listing text to mis-split;
-// symlink targets may use ".." only as leading components; the A-only
-// unsafe-link retry (docs/behavior.md#sync-out-dirs) is not implemented (an unsafe archive fails);
-// provider spans are not emitted by this package. Inbound directory
+// symlink targets may use ".." only as leading components; provider spans are not emitted by this package. Inbound directory
 // mappings send regular files of 4 MiB and more as their own parts of the
 // same upload (to scratch names, then chmod, touch and a rename into place
 // after the archive is extracted), so the sandbox writes their bytes once
@@ -82,7 +109,7 @@
 //	| 176 | no canonicalizer fails closed (exit 40)                             | TestSyncOutFailsClosedWithoutCanonicalizer |
 //	| 177 | syncIn sweeps staged temps when promotion fails                     | TestSyncInSweepsScratchWhenPromotionFails |
 //	| 178 | refuses escaping members (traversal)                                | TestExtractRefusesHostileArchives, TestSyncOutRefusesArchiveFromHostileTar |
-//	| 179 | refuses escaping symlink targets [../../outside.txt, /tmp/…]       | TestSyncOutRefusesPlantedEscapingSymlink, TestExtractRefusesHostileArchives |
+//	| 179 | refuses escaping symlink targets [../../outside.txt, /tmp/…]       | TestSyncOutOmitsPlantedEscapingSymlink, TestSyncOutRetryThatIsStillUnsafeFails, TestExtractRefusesHostileArchives |
 //	| 180 | symlink name embedding the listing delimiter                        | TestExtractRefusesHostileArchives/symlink_name_embeds_the_listing_delimiter |
 //	| 181 | round trip: contents, 0600 file, preserved symlink                  | TestRoundTripDirectory, TestRoundTripUnicodeLongNamesModesAndEmptyDirs |
 //	| 182 | post-upload commands in order, after upload, verbatim, cwd = root   | TestPostUploadCommandsInOrderFailFast |
@@ -122,4 +149,13 @@
 // TestTerminalDroppedMidStream.
 // Sandbox-side confinement of inbound targets:
 // TestSyncInRefusesTargetsThroughEscapingSandboxSymlink.
+// Unsafe links: TestSyncOutVenvOmitsAbsoluteLinkAndRetriesOnce,
+// TestSyncOutOmitsUnsafeLinksOfHostileTrees,
+// TestSyncOutRetryThatIsStillUnsafeFails,
+// TestDiskFullExportOmitsUnsafeLinksToo, TestFirstPass*,
+// TestExcludedMemberNamesAreLiteral. Leftovers: TestReservedName,
+// TestSyncOutSweepsStaleHostLeftovers, TestHostSweepUsesTheInjectedClock,
+// TestSyncInNeverPacksReservedNames, TestSandboxSweepAtTheStartOfEachSync.
+// Input in errors: TestClip, TestErrorsCapEchoedInput,
+// TestNULInMappingsIsRefused.
 package sync

@@ -3,6 +3,9 @@ package sync
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"unicode/utf8"
 )
 
 // Sentinel errors. Every error SyncIn and SyncOut return for a failure of
@@ -41,14 +44,60 @@ var (
 	ErrInvalidOperation = errors.New("sync: invalid operation")
 )
 
-// maxDetail bounds the sandbox output quoted in an error.
-const maxDetail = 512
+// maxEcho bounds every piece of caller input (paths, kinds) and sandbox
+// output quoted in an error: 512 characters, the bound the daytona package
+// applies to API messages. A 10 MB sourcePath must not become a 10 MB error
+// message on the wire, in the host's logs and in its run records.
+const maxEcho = 512
 
-func detail(s string) string {
-	if len(s) > maxDetail {
-		s = s[:maxDetail] + "…"
+// clip returns s cut to its first maxEcho characters (never splitting a
+// UTF-8 sequence) followed by "…" when anything was cut.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s // at most maxEcho bytes, so at most maxEcho characters
 	}
-	return s
+	i, n := 0, 0
+	for i < len(s) && n < maxEcho {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+		n++
+	}
+	if i == len(s) {
+		return s
+	}
+	return s[:i] + "…"
+}
+
+// clipPaths bounds the host paths that standard-library errors in err's
+// chain echo (*fs.PathError, *os.LinkError), in place: those errors were
+// made for this call and are owned by it. Every error SyncIn and SyncOut
+// return passes through here; an error wrapped by fmt.Errorf must pass
+// through it before, since fmt.Errorf renders its message at once.
+func clipPaths(err error) error {
+	var walk func(error)
+	walk = func(e error) {
+		for e != nil {
+			switch x := e.(type) {
+			case *fs.PathError:
+				x.Path = clip(x.Path)
+			case *os.LinkError:
+				x.Old, x.New = clip(x.Old), clip(x.New)
+			}
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				e = u.Unwrap()
+			case interface{ Unwrap() []error }:
+				for _, c := range u.Unwrap() {
+					walk(c)
+				}
+				return
+			default:
+				return
+			}
+		}
+	}
+	walk(err)
+	return err
 }
 
 // SandboxCommandError is a sandbox-side script (guard, promote, pack,
@@ -64,7 +113,7 @@ type SandboxCommandError struct {
 func (e *SandboxCommandError) Error() string {
 	msg := fmt.Sprintf("%s failed (exit %d)", e.What, e.Exit)
 	if e.Detail != "" {
-		msg += ": " + detail(e.Detail)
+		msg += ": " + clip(e.Detail)
 	}
 	return msg
 }
@@ -87,7 +136,7 @@ type PathError struct {
 	Path string
 }
 
-func (e *PathError) Error() string { return e.Msg + ": " + e.Path }
+func (e *PathError) Error() string { return e.Msg + ": " + clip(e.Path) }
 
 // Unwrap makes errors.Is(err, ErrNotConfined) true.
 func (e *PathError) Unwrap() error { return ErrNotConfined }
@@ -101,7 +150,7 @@ type ArchiveError struct {
 }
 
 func (e *ArchiveError) Error() string {
-	return fmt.Sprintf("Daytona syncOut refusing %s: %q", e.Reason, detail(e.Name))
+	return fmt.Sprintf("Daytona syncOut refusing %s: %q", e.Reason, clip(e.Name))
 }
 
 // Unwrap makes errors.Is(err, ErrUnsafeArchive) true.
@@ -135,7 +184,7 @@ type PostUploadError struct {
 func (e *PostUploadError) Error() string {
 	msg := fmt.Sprintf("Daytona post-upload command failed (exit %d)", e.Exit)
 	if e.Detail != "" {
-		msg += ": " + detail(e.Detail)
+		msg += ": " + clip(e.Detail)
 	}
 	return msg
 }
@@ -151,6 +200,9 @@ type transferError struct {
 }
 
 func (e *transferError) Error() string { return e.msg + ": " + e.err.Error() }
+
+// forPath is the suffix naming a mapping path in a message, clipped.
+func forPath(p string) string { return " for " + clip(p) }
 func (e *transferError) Unwrap() []error {
 	return []error{ErrTransfer, e.err}
 }

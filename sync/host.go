@@ -24,7 +24,7 @@ type hostDir struct {
 	stage   *os.Root // root at the staging directory
 }
 
-func newHostDir(target string) (*hostDir, error) {
+func newHostDir(target string, o Options) (*hostDir, error) {
 	abs, err := filepath.Abs(target)
 	if err != nil {
 		return nil, err
@@ -40,6 +40,7 @@ func newHostDir(target string) (*hostDir, error) {
 	if err := os.MkdirAll(parentPath, 0o755); err != nil {
 		return nil, err
 	}
+	o.sweepHost(parentPath)
 	parent, err := os.OpenRoot(parentPath)
 	if err != nil {
 		return nil, err
@@ -95,7 +96,7 @@ func (h *hostDir) publish(dirModes []dirMode, mode *uint32) error {
 	case err != nil:
 		return err
 	case !fi.IsDir():
-		return fmt.Errorf("%w: host target %s is not a directory", ErrInvalidOperation, h.base)
+		return fmt.Errorf("%w: host target %s is not a directory", ErrInvalidOperation, clip(h.base))
 	}
 	if err := h.merge(""); err != nil {
 		return err
@@ -165,7 +166,7 @@ type hostFile struct {
 	mode   fs.FileMode
 }
 
-func newHostFile(target string, mode *uint32) (*hostFile, error) {
+func newHostFile(target string, mode *uint32, o Options) (*hostFile, error) {
 	abs, err := filepath.Abs(target)
 	if err != nil {
 		return nil, err
@@ -173,6 +174,7 @@ func newHostFile(target string, mode *uint32) (*hostFile, error) {
 	if err := os.MkdirAll(filepath.Dir(abs), 0o755); err != nil {
 		return nil, err
 	}
+	o.sweepHost(filepath.Dir(abs))
 	m := fs.FileMode(0o600)
 	if mode != nil {
 		m = fs.FileMode(*mode) & fs.ModePerm

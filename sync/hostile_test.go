@@ -178,9 +178,11 @@ func TestExtractRefusesTruncatedArchive(t *testing.T) {
 	assertConfined(t, base)
 }
 
-// TestSyncOutRefusesPlantedEscapingSymlink serves a hostile archive from a
-// real sandbox: the tree holds a symlink that points out of the workspace.
-func TestSyncOutRefusesPlantedEscapingSymlink(t *testing.T) {
+// TestSyncOutOmitsPlantedEscapingSymlink serves a hostile tree from a
+// real sandbox: a symlink that points out of the workspace. The export
+// leaves exactly that link out (after one rebuilt archive) and writes
+// nothing beside its target; the link is reported.
+func TestSyncOutOmitsPlantedEscapingSymlink(t *testing.T) {
 	t.Parallel()
 	for _, link := range []string{"../../outside.txt", "/tmp/paperclip-git-workspace-example/skills/demo"} {
 		t.Run(link, func(t *testing.T) {
@@ -191,12 +193,16 @@ func TestSyncOutRefusesPlantedEscapingSymlink(t *testing.T) {
 			require.NoError(t, os.MkdirAll(filepath.Join(src, "skills"), 0o755))
 			require.NoError(t, os.Symlink(link, filepath.Join(src, "skills", "demo")))
 			host := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(host, "outside.txt"), []byte("keep"), 0o644))
 			dst := filepath.Join(host, "out")
-			_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: dst, Kind: KindDirectory}}}}, Options{})
-			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrUnsafeArchive)
-			assert.Contains(t, err.Error(), "tarball link whose target escapes the extraction dir")
-			assert.NoDirExists(t, dst, "nothing published")
+			res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: dst, Kind: KindDirectory}}}}, Options{})
+			require.NoError(t, err)
+			assert.Equal(t, []string{src + "/skills/demo"}, res[0].OmittedUnsafeLinks)
+			assert.Equal(t, "ok", readFile(t, filepath.Join(dst, "ok.txt")))
+			assert.DirExists(t, filepath.Join(dst, "skills"))
+			_, lerr := os.Lstat(filepath.Join(dst, "skills", "demo"))
+			assert.ErrorIs(t, lerr, os.ErrNotExist)
+			assert.Equal(t, "keep", readFile(t, filepath.Join(host, "outside.txt")))
 			assert.Empty(t, hostScratchLeft(t, host))
 			assert.Empty(t, e.scratchLeft(t))
 		})

@@ -56,7 +56,7 @@ func planDirect(ctx context.Context, src string, excludes []string, follow bool)
 		return nil, err
 	}
 	if !fi.IsDir() {
-		return nil, fmt.Errorf("%w: directory mapping source %s is not a directory", ErrInvalidOperation, src)
+		return nil, fmt.Errorf("%w: directory mapping source %s is not a directory", ErrInvalidOperation, clip(src))
 	}
 	p := &packer{ctx: ctx, excludes: append(append([]string{}, alwaysExcluded...), excludes...), follow: follow,
 		direct: map[string]directFile{}, directMin: directMinSize}
@@ -70,8 +70,10 @@ func planDirect(ctx context.Context, src string, excludes []string, follow bool)
 type fileID struct{ dev, ino uint64 }
 
 // alwaysExcluded are never packed: AppleDouble files (the original packs
-// with COPYFILE_DISABLE=1 and --exclude ._*).
-var alwaysExcluded = []string{"._*"}
+// with COPYFILE_DISABLE=1 and --exclude ._*), and the reserved temp names
+// (a syncOut killed mid-write leaves them next to its host target; they
+// must not travel back into the sandbox, where the name is reserved too).
+var alwaysExcluded = []string{"._*", scratchPrefix + "*"}
 
 // excluded applies tar-like exclude globs: a pattern without "/" matches
 // any name component's base name; one with "/" matches the path relative
@@ -105,7 +107,7 @@ func pack(ctx context.Context, w io.Writer, src string, excludes []string, follo
 		return 0, err
 	}
 	if !fi.IsDir() {
-		return 0, fmt.Errorf("%w: directory mapping source %s is not a directory", ErrInvalidOperation, src)
+		return 0, fmt.Errorf("%w: directory mapping source %s is not a directory", ErrInvalidOperation, clip(src))
 	}
 	p := &packer{ctx: ctx, tw: tar.NewWriter(w), excludes: append(append([]string{}, alwaysExcluded...), excludes...), follow: follow,
 		buf: make([]byte, 64<<10), direct: direct}
@@ -182,7 +184,7 @@ func (p *packer) entry(abs, name string) error {
 		id := idOf(fi)
 		for _, s := range p.stack {
 			if s == id {
-				return fmt.Errorf("%w: symlink loop at %s", ErrInvalidOperation, name)
+				return fmt.Errorf("%w: symlink loop at %s", ErrInvalidOperation, clip(name))
 			}
 		}
 		h := p.header(fi, name+"/")

@@ -37,15 +37,23 @@ func SyncIn(ctx context.Context, t Target, ops []Operation, o Options) ([]Operat
 type direction struct {
 	inbound bool
 	files   func(t Target, ctx context.Context, ms []Mapping, o Options) (int64, int64, error)
-	dir     func(t Target, ctx context.Context, m Mapping, o Options) (int64, int64, error)
-	fail    func(t Target, ctx context.Context, err error) error // classifies an error before it is returned
+	// dir also returns the sandbox paths of the links an export omitted.
+	dir  func(t Target, ctx context.Context, m Mapping, o Options) (int64, int64, []string, error)
+	fail func(t Target, ctx context.Context, err error) error // classifies an error before it is returned
 }
 
 // apply validates every mapping first, then runs the operations in order:
 // each one's file mappings as one batch, then its directory mappings, then
 // its post-upload commands, fail-fast. It returns the results of the
-// operations that completed and the first error.
+// operations that completed and the first error, whose echoed paths are
+// clipped.
 func (t Target) apply(ctx context.Context, ops []Operation, o Options, d direction) ([]OperationResult, error) {
+	o.call = &callState{}
+	res, err := t.applyOps(ctx, ops, o, d)
+	return res, clipPaths(err)
+}
+
+func (t Target) applyOps(ctx context.Context, ops []Operation, o Options, d direction) ([]OperationResult, error) {
 	root, err := cleanRoot(t.Root)
 	if err != nil {
 		return nil, err
@@ -75,11 +83,15 @@ func (t Target) apply(ctx context.Context, ops []Operation, o Options, d directi
 			if m.Kind != KindDirectory {
 				continue
 			}
-			n, b, err := d.dir(t, ctx, m, o)
+			n, b, omitted, err := d.dir(t, ctx, m, o)
 			if err != nil {
 				return results, d.fail(t, ctx, err)
 			}
 			add(n, b)
+			res.OmittedUnsafeLinkCount += int64(len(omitted))
+			if room := MaxOmittedListed - len(res.OmittedUnsafeLinks); room > 0 {
+				res.OmittedUnsafeLinks = append(res.OmittedUnsafeLinks, omitted[:min(room, len(omitted))]...)
+			}
 		}
 		if err := t.postUpload(ctx, op.PostUploadCommands, o); err != nil {
 			return results, d.fail(t, ctx, err)
@@ -108,6 +120,10 @@ func validateOps(ops []Operation, t Target, inbound bool) error {
 		for _, c := range op.PostUploadCommands {
 			if strings.TrimSpace(c.Command) == "" {
 				return fmt.Errorf("%w: empty post-upload command", ErrInvalidOperation)
+			}
+			if strings.ContainsRune(c.Command, 0) {
+				// A shell drops the NUL and would run another command.
+				return fmt.Errorf("%w: post-upload command contains a NUL byte", ErrInvalidOperation)
 			}
 			if c.Cwd != "" {
 				if _, err := confineAs("command cwd", t.Root, c.Cwd); err != nil {
@@ -168,10 +184,10 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 	for i, m := range ms {
 		fi, err := os.Stat(m.SourcePath)
 		if err != nil {
-			return 0, 0, fmt.Errorf("Daytona syncIn cannot read source: %w", err)
+			return 0, 0, fmt.Errorf("Daytona syncIn cannot read source: %w", clipPaths(err))
 		}
 		if !fi.Mode().IsRegular() {
-			return 0, 0, fmt.Errorf("%w: file mapping source %s is not a regular file", ErrInvalidOperation, m.SourcePath)
+			return 0, 0, fmt.Errorf("%w: file mapping source %s is not a regular file", ErrInvalidOperation, clip(m.SourcePath))
 		}
 		bytes += fi.Size()
 		scratch[i] = scratchName(t.Root, "")
@@ -194,7 +210,7 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 		return 0, 0, &transferError{msg: "Daytona syncIn upload failed", err: err}
 	}
 	if len(res.Errors) > 0 {
-		return 0, 0, &transferError{msg: "Daytona syncIn upload failed", err: fmt.Errorf("%s", detail(strings.Join(res.Errors, "; ")))}
+		return 0, 0, &transferError{msg: "Daytona syncIn upload failed", err: fmt.Errorf("%s", clip(strings.Join(res.Errors, "; ")))}
 	}
 	for i, m := range ms {
 		if m.Mode == nil {
@@ -207,6 +223,7 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 	var b strings.Builder
 	b.WriteString("set -u\n")
 	b.WriteString(canonPrelude(t.Root))
+	b.WriteString(o.sandboxSweep())
 	for i, m := range ms {
 		target, _ := confine(t.Root, m.TargetPath)
 		parent := path.Dir(target)
@@ -227,7 +244,7 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 // it streams (io.Pipe, no host archive), uploaded to a reserved scratch
 // tar, extracted by the sandbox's tar into the confined target, and the
 // scratch removed on every path.
-func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, err error) {
+func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, _ []string, err error) {
 	target, _ := confine(t.Root, m.TargetPath)
 	scratch := scratchName(t.Root, ".tar")
 	defer func() {
@@ -243,7 +260,7 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	// sandbox then writes their bytes once instead of twice.
 	direct, err := planDirect(tctx, m.SourcePath, m.Exclude, m.FollowSymlinks)
 	if err != nil {
-		return 0, 0, fmt.Errorf("Daytona syncIn pack failed for %s: %w", m.SourcePath, err)
+		return 0, 0, nil, fmt.Errorf("Daytona syncIn pack failed%s: %w", forPath(m.SourcePath), clipPaths(err))
 	}
 	names := make([]string, 0, len(direct))
 	for name := range direct {
@@ -286,21 +303,22 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	}
 	res, _, uerr := t.Client.Files.Upload(tctx, t.Sandbox, uploads)
 	if uerr == nil && len(res.Errors) > 0 {
-		uerr = fmt.Errorf("%s", detail(strings.Join(res.Errors, "; ")))
+		uerr = fmt.Errorf("%s", clip(strings.Join(res.Errors, "; ")))
 	}
 	// Stop the packer if the upload ended early, then wait for it: no
 	// goroutine outlives the call.
 	pr.CloseWithError(io.ErrClosedPipe)
 	pk := <-packed
 	if pk.err != nil && !errors.Is(pk.err, io.ErrClosedPipe) {
-		return 0, 0, fmt.Errorf("Daytona syncIn pack failed for %s: %w", m.SourcePath, pk.err)
+		return 0, 0, nil, fmt.Errorf("Daytona syncIn pack failed%s: %w", forPath(m.SourcePath), clipPaths(pk.err))
 	}
 	if uerr != nil {
-		return 0, 0, &transferError{msg: "Daytona syncIn directory upload failed", err: uerr}
+		return 0, 0, nil, &transferError{msg: "Daytona syncIn directory upload failed", err: uerr}
 	}
 	var b strings.Builder
 	b.WriteString("set -u\n")
 	b.WriteString(canonPrelude(t.Root))
+	b.WriteString(o.sandboxSweep())
 	fmt.Fprintf(&b, "t=$(mkconf %s) || exit $?\n", q(target))
 	fmt.Fprintf(&b, "tar -xf %s --delay-directory-restore --no-same-owner -C \"$t\"; rc=$?\nrm -f -- %s\n[ \"$rc\" -eq 0 ] || exit 43\n", q(scratch), q(scratch))
 	var directBytes int64
@@ -309,7 +327,7 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 		f := direct[name]
 		if counters[i].n != f.size {
 			// It shrank while it was read: fail rather than sync a lie.
-			return 0, 0, fmt.Errorf("Daytona syncIn source %s changed size while it was uploaded", f.abs)
+			return 0, 0, nil, fmt.Errorf("Daytona syncIn source %s changed size while it was uploaded", clip(f.abs))
 		}
 		byMode[f.mode&0o7777] = append(byMode[f.mode&0o7777], q(directScratch[i]))
 		directBytes += counters[i].n
@@ -328,12 +346,12 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	}
 	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, nil, err
 	}
 	if r.exit != 0 {
-		return 0, 0, &SandboxCommandError{What: "Daytona syncIn extract command", Exit: r.exit, Detail: r.out}
+		return 0, 0, nil, &SandboxCommandError{What: "Daytona syncIn extract command", Exit: r.exit, Detail: r.out}
 	}
-	return pk.files + int64(len(names)), cw.n + directBytes, nil
+	return pk.files + int64(len(names)), cw.n + directBytes, nil, nil
 }
 
 // postUpload runs an operation's commands verbatim, in order, fail-fast

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -35,6 +36,7 @@ func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (fil
 	var b strings.Builder
 	b.WriteString("set -u\n")
 	b.WriteString(canonPrelude(t.Root))
+	b.WriteString(o.sandboxSweep())
 	for i, m := range ms {
 		src, _ := confine(t.Root, m.SourcePath)
 		snaps[i] = scratchName(t.Root, "")
@@ -86,9 +88,9 @@ func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (fil
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return 0, 0, &transferError{msg: "Daytona syncOut download failed for " + m.SourcePath, err: err}
+			return 0, 0, &transferError{msg: "Daytona syncOut download failed" + forPath(m.SourcePath), err: err}
 		}
-		h, err := newHostFile(m.TargetPath, m.Mode)
+		h, err := newHostFile(m.TargetPath, m.Mode, o)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -98,7 +100,7 @@ func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (fil
 			err = h.finish()
 		}
 		if err != nil {
-			return 0, 0, &transferError{msg: "Daytona syncOut download failed for " + m.SourcePath, err: err}
+			return 0, 0, &transferError{msg: "Daytona syncOut download failed" + forPath(m.SourcePath), err: err}
 		}
 		bytes += n
 	}
@@ -126,7 +128,7 @@ func (t Target) streamFiles(ctx context.Context, ms []Mapping, o Options) (files
 	}()
 	for _, m := range ms {
 		src, _ := confine(t.Root, m.SourcePath)
-		h, err := newHostFile(m.TargetPath, m.Mode)
+		h, err := newHostFile(m.TargetPath, m.Mode, o)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -155,7 +157,7 @@ func (t Target) streamFiles(ctx context.Context, ms []Mapping, o Options) (files
 			return 0, 0, err
 		}
 		if rc != 0 {
-			return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed export of " + m.SourcePath, Exit: rc}
+			return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed export of " + clip(m.SourcePath), Exit: rc}
 		}
 		bytes += n
 	}
@@ -180,8 +182,13 @@ func fileStreamScript(root, src string) string {
 
 // tarCreate is the sandbox-side archive command for a directory export,
 // run with the canonical source in $s. Hardlinks are stored as copies
-// (--hard-dereference), because the host refuses hardlink members.
-func tarCreate(m Mapping, out string) string {
+// (--hard-dereference), because the host refuses hardlink members. omit
+// are member names (relative, cleaned) the archive must leave out: they
+// follow --anchored --no-wildcards, so each matches exactly the member
+// "./<name>" (tar's own spelling of the names find lists), whatever
+// characters it holds, and the mapping's own glob excludes before them
+// keep their meaning (the two options apply to later excludes only).
+func tarCreate(m Mapping, out string, omit []string) string {
 	var b strings.Builder
 	b.WriteString(`cd -- "$s" && find . -mindepth 1 -maxdepth 1 -print0 | tar -c --no-xattrs --hard-dereference`)
 	if m.FollowSymlinks {
@@ -191,17 +198,79 @@ func tarCreate(m Mapping, out string) string {
 	for _, e := range m.Exclude {
 		b.WriteString(" --exclude=" + q(e))
 	}
+	if len(omit) > 0 {
+		b.WriteString(" --anchored --no-wildcards")
+		for _, n := range omit {
+			b.WriteString(excludeArg(n))
+		}
+	}
 	b.WriteString(" -f " + out + " --null -T -")
 	return b.String()
 }
 
-// downloadDir is docs/behavior.md#sync-out-dirs: confinement check and archive creation in one
-// round trip, then the archive is verified entry by entry while it
-// downloads, extracted into a private host staging directory and published
-// only when the whole archive verified. An archive that runs out of sandbox
-// space switches to the terminal stream (docs/behavior.md#streaming-export).
-func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, err error) {
+// OmitNotice is the warning logged when a directory export is rebuilt
+// without its unsafe links.
+const OmitNotice = "Workspace export omitted unsafe links; retrying with confined entries."
+
+// unsafeLinks ends the first pass of a directory export whose archive
+// verified except for symlinks with absolute or escaping targets. It
+// never leaves SyncOut: downloadDir answers it with one retry.
+type unsafeLinks struct {
+	first    *ArchiveError
+	names    []string // cleaned member names, archive order
+	streamed bool     // the first pass came through the terminal fallback
+}
+
+func (e *unsafeLinks) Error() string { return e.first.Error() }
+func (e *unsafeLinks) Unwrap() error { return e.first }
+
+// downloadDir is one outbound directory mapping. A sandbox tree holding
+// symlinks whose targets are absolute or leave the tree (every Python
+// virtualenv links bin/python to /usr/bin/python3) would make the whole
+// export fail, and an agent's work could never come back. So when the
+// first archive is refused for such links and nothing else, the export
+// is rebuilt once by the sandbox with exactly those members left out,
+// after a warning (OmitNotice). The rebuilt archive is verified as
+// strictly as ever: if it still holds an unsafe link (the sandbox's tar
+// ignored the excludes, or the tree changed), it is refused as before.
+// Nothing of the first archive is published. The omitted links are
+// returned as sandbox paths (the mapping's source joined with the member
+// name), for the operation's result.
+func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, omitted []string, err error) {
 	src, _ := confine(t.Root, m.SourcePath)
+	files, bytes, err = t.exportDir(ctx, m, src, o, nil)
+	var ul *unsafeLinks
+	if !errors.As(err, &ul) {
+		return files, bytes, nil, err
+	}
+	o.logger().Warn(OmitNotice, "sourcePath", clip(src), "omittedUnsafeLinks", len(ul.names))
+	if ul.streamed {
+		// The sandbox disk was full the first time: stream again at once.
+		tctx, cancel := withTimeout(ctx, o.transferTimeout())
+		defer cancel()
+		files, bytes, err = t.streamDir(tctx, m, src, o, ul.names)
+	} else {
+		files, bytes, err = t.exportDir(ctx, m, src, o, ul.names)
+	}
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	omitted = make([]string, len(ul.names))
+	for i, n := range ul.names {
+		omitted[i] = path.Join(src, n)
+	}
+	return files, bytes, omitted, nil
+}
+
+// exportDir is one export attempt (docs/behavior.md#sync-out-dirs): confinement check and archive
+// creation in one round trip, then the archive is verified entry by entry
+// while it downloads, extracted into a private host staging directory and
+// published only when the whole archive verified. An archive that runs out
+// of sandbox space switches to the terminal stream (docs/behavior.md#streaming-export). omit == nil is
+// the first pass, which reports unsafe links as *unsafeLinks (publishing
+// nothing) when they are the archive's only fault; otherwise omit lists
+// the members to leave out and every unsafe link is refused.
+func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options, omit []string) (files, bytes int64, err error) {
 	scratch := scratchName(t.Root, ".tar")
 	defer func() { _ = t.removeScratch(ctx, scratch) }()
 	tctx, cancel := withTimeout(ctx, o.transferTimeout())
@@ -210,8 +279,9 @@ func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, b
 	var b strings.Builder
 	b.WriteString("set -u\n")
 	b.WriteString(canonPrelude(t.Root))
+	b.WriteString(o.sandboxSweep())
 	fmt.Fprintf(&b, "s=$(canon %s) || { echo ESCAPE; exit 42; }\ninroot \"$s\" || { echo ESCAPE; exit 42; }\n[ -d \"$s\" ] || exit 45\n", q(src))
-	b.WriteString("out=$( (" + tarCreate(m, q(scratch)) + ") 2>&1 ); rc=$?\n")
+	b.WriteString("out=$( (" + tarCreate(m, q(scratch), omit) + ") 2>&1 ); rc=$?\n")
 	b.WriteString("if [ \"$rc\" -gt 1 ]; then rm -f -- " + q(scratch) + "; printf '%s\\n' \"$out\"; exit 43; fi\n")
 	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
 	if err != nil {
@@ -221,7 +291,7 @@ func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, b
 		if err := t.removeScratch(ctx, scratch); err != nil {
 			return 0, 0, fmt.Errorf("Daytona syncOut could not remove the partial archive: %w", err)
 		}
-		return t.streamDir(tctx, m, src, o)
+		return t.streamDir(tctx, m, src, o, omit)
 	}
 	if r.exit != 0 {
 		return 0, 0, &SandboxCommandError{What: "Daytona outbound directory export command", Exit: r.exit, Detail: r.out}
@@ -229,21 +299,26 @@ func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, b
 
 	body, _, err := t.Client.Files.Download(tctx, t.Sandbox, scratch)
 	if err != nil {
-		return 0, 0, &transferError{msg: "Daytona syncOut directory download failed for " + m.SourcePath, err: err}
+		return 0, 0, &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err}
 	}
 	defer body.Close()
-	h, err := newHostDir(m.TargetPath)
+	h, err := newHostDir(m.TargetPath, o)
 	if err != nil {
 		return 0, 0, err
 	}
 	cr := &countingReader{r: body}
 	x := newExtractor(h.stage, o.Limits)
-	// The docs/behavior.md#streaming-export reserve guards every outbound host write, not only the
+	x.omitLinks = omit == nil
+	// The reserve (docs/behavior.md#streaming-export) guards every outbound host write, not only the
 	// fallback's: a hostile sandbox must not be able to fill the host disk.
 	x.beforeWrite = o.reserveCheck(h.dir)
 	if err := x.extract(tctx, cr); err != nil {
 		h.discard()
 		return 0, 0, wrapDownload(m, err)
+	}
+	if len(x.omitNames) > 0 {
+		h.discard()
+		return 0, 0, &unsafeLinks{first: x.omitFirst, names: x.omitNames}
 	}
 	if err := h.publish(x.dirModes, m.Mode); err != nil {
 		return 0, 0, err
@@ -256,15 +331,16 @@ func wrapDownload(m Mapping, err error) error {
 	if errors.As(err, &ae) {
 		return err
 	}
-	return &transferError{msg: "Daytona syncOut directory download failed for " + m.SourcePath, err: err}
+	return &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err}
 }
 
 // streamDir is the docs/behavior.md#streaming-export fallback: the same archive, produced into the
 // terminal instead of a sandbox file, verified and extracted as it arrives,
-// published only after the end frame matched and tar succeeded.
-func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options) (files, bytes int64, err error) {
+// published only after the end frame matched and tar succeeded. omit is
+// exportDir's: the unsafe-link rule is the same on this path.
+func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options, omit []string) (files, bytes int64, err error) {
 	limit := t.diskAllocation(ctx)
-	h, err := newHostDir(m.TargetPath)
+	h, err := newHostDir(m.TargetPath, o)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -279,6 +355,7 @@ func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options)
 		lim.MaxTotal = limit
 	}
 	x := newExtractor(h.stage, lim)
+	x.omitLinks = omit == nil
 	x.beforeWrite = o.reserveCheck(h.dir)
 	pr, pw := io.Pipe()
 	xerr := make(chan error, 1)
@@ -311,7 +388,7 @@ func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options)
 				pw.CloseWithError(&StreamError{Msg: "stream ended early"})
 			}
 		},
-		script: termSender(pre, tarCreate(m, "-"), ""),
+		script: termSender(pre, tarCreate(m, "-", omit), ""),
 	}
 	n, rc, serr := ts.run(ctx)
 	pw.CloseWithError(&StreamError{Msg: "stream ended early"}) // no-op after a clean close
@@ -324,6 +401,9 @@ func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options)
 	}
 	if rc > 1 {
 		return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed directory export", Exit: rc}
+	}
+	if len(x.omitNames) > 0 {
+		return 0, 0, &unsafeLinks{first: x.omitFirst, names: x.omitNames, streamed: true}
 	}
 	published = true
 	if err := h.publish(x.dirModes, m.Mode); err != nil {

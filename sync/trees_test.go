@@ -100,11 +100,14 @@ func TestSymlinksInAndOutOfTheTree(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, fi.Mode().IsRegular())
 
-	// Outbound: links out of the workspace are refused unless dereferenced.
+	// Outbound: links out of the workspace are left out (and reported);
+	// in-tree and dangling relative links travel as links.
 	back := filepath.Join(host, "back")
-	_, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/links", TargetPath: back, Kind: KindDirectory}}}}, Options{})
-	require.ErrorIs(t, err, ErrUnsafeArchive)
-	assert.NoDirExists(t, back)
+	res, err := SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/links", TargetPath: back, Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{e.root + "/links/outlink", e.root + "/links/outdir"}, res[0].OmittedUnsafeLinks)
+	assert.Equal(t, map[string]string{"in.txt": "file 644 in", "inlink": "link in.txt", "dangling": "link missing"}, snapshotTree(t, back))
+	require.NoError(t, os.RemoveAll(back))
 	require.NoError(t, os.Remove(filepath.Join(e.root, "links", "outlink")))
 	require.NoError(t, os.Remove(filepath.Join(e.root, "links", "outdir")))
 	require.NoError(t, os.Remove(filepath.Join(e.root, "links", "dangling")))

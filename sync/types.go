@@ -3,7 +3,10 @@ package sync
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
+	"strings"
+	gosync "sync"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
@@ -49,7 +52,18 @@ type OperationResult struct {
 	ID               string
 	FilesTransferred int64
 	BytesTransferred int64
+	// OmittedUnsafeLinkCount is how many sandbox symlinks this operation's
+	// directory exports left out because their targets were absolute or
+	// left the exported tree (SyncOut only; see downloadDir).
+	OmittedUnsafeLinkCount int64
+	// OmittedUnsafeLinks are the first MaxOmittedListed of them, as sandbox
+	// paths (the mapping's sourcePath joined with the member name).
+	OmittedUnsafeLinks []string
 }
+
+// MaxOmittedListed is how many omitted link paths an OperationResult lists;
+// the count covers the rest.
+const MaxOmittedListed = 20
 
 // RunCommandFunc runs a post-upload command in the sandbox (the provider
 // wires the exec package's one-shot path). command is passed verbatim.
@@ -92,6 +106,59 @@ type Options struct {
 	CleanupTimeout time.Duration
 	// Limits bounds sandbox-authored archives. Zero fields take defaults.
 	Limits Limits
+	// Logger receives operator-facing notices (e.g. an export that omitted
+	// unsafe links). nil discards them.
+	Logger *slog.Logger
+	// StaleAfter is the age from which a reserved scratch name
+	// (.paperclip-upload-<uuid>[.tar]) is a leftover of a killed sync and is
+	// swept: next to a host target before SyncOut writes there, and in the
+	// sandbox root at the first sandbox command of every call. It must
+	// exceed the longest a sync call can run, or a concurrent call's live
+	// scratch would be swept. 0 = DefaultStaleAfter.
+	StaleAfter time.Duration
+	// Now is the clock the host-side sweep compares modification times
+	// with. nil = time.Now. (The sandbox-side sweep uses the sandbox's clock
+	// through find -mmin.)
+	Now func() time.Time
+
+	// call is per-call state, set by apply (nil when a step runs alone).
+	call *callState
+}
+
+// callState is what one SyncIn/SyncOut call remembers across its steps:
+// the sweeps it already did, so each directory is swept once per call.
+type callState struct {
+	mu           gosync.Mutex
+	sandboxSwept bool
+	hostSwept    map[string]bool
+}
+
+// DefaultStaleAfter is 25 hours: the provider bounds a whole sync call by
+// the configured timeoutMs (at most 24 hours) plus a 15 s answer margin,
+// and scratch cleanup runs for at most 30 s more; the extra ~hour is slack
+// for clock differences. A reserved name older than this cannot belong to
+// a call that is still running.
+const DefaultStaleAfter = 25 * time.Hour
+
+func (o Options) staleAfter() time.Duration {
+	if o.StaleAfter > 0 {
+		return o.StaleAfter
+	}
+	return DefaultStaleAfter
+}
+
+func (o Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
+}
+
+func (o Options) logger() *slog.Logger {
+	if o.Logger != nil {
+		return o.Logger
+	}
+	return slog.New(slog.DiscardHandler)
 }
 
 // DefaultHostReserve is the docs/behavior.md#streaming-export host free-space reserve.
@@ -172,8 +239,20 @@ func (m Mapping) validate() error {
 	if m.SourcePath == "" || m.TargetPath == "" {
 		return fmt.Errorf("%w: mapping needs sourcePath and targetPath", ErrInvalidOperation)
 	}
+	// A NUL byte cannot be part of a path (the kernel would see a shorter
+	// one, a shell would drop it): refuse it rather than sync another path.
+	for _, f := range []struct{ name, v string }{{"sourcePath", m.SourcePath}, {"targetPath", m.TargetPath}} {
+		if strings.ContainsRune(f.v, 0) {
+			return fmt.Errorf("%w: mapping %s contains a NUL byte", ErrInvalidOperation, f.name)
+		}
+	}
+	for _, e := range m.Exclude {
+		if strings.ContainsRune(e, 0) {
+			return fmt.Errorf("%w: mapping exclude pattern contains a NUL byte", ErrInvalidOperation)
+		}
+	}
 	if m.Kind != KindFile && m.Kind != KindDirectory {
-		return fmt.Errorf("%w: mapping kind %q", ErrInvalidOperation, m.Kind)
+		return fmt.Errorf("%w: mapping kind %q", ErrInvalidOperation, clip(string(m.Kind)))
 	}
 	if m.Mode != nil && *m.Mode > 0o7777 {
 		return fmt.Errorf("%w: mapping mode %o", ErrInvalidOperation, *m.Mode)

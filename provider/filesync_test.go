@@ -1,0 +1,131 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/rpc"
+	filesync "github.com/daytonaworker/daytona-worker/sync"
+)
+
+// TestSyncOutVenvReportsOmittedLinks: the issue's virtualenv export through
+// the worker's own method: the file arrives, the interpreter link is left
+// out, the operation's metadata lists it and the notice is logged.
+func TestSyncOutVenvReportsOmittedLinks(t *testing.T) {
+	e := newTestEnv(t, nil)
+	var logs bytes.Buffer
+	e.d.log = slog.New(slog.NewTextHandler(&logs, nil))
+	l := e.acquire(nil)
+	remote := l.Metadata["remoteCwd"].(string)
+	r, err := e.execute(l, "sh", []string{"-c", "mkdir -p proj/.venv/bin proj/src && echo x > proj/src/main.py && ln -s /usr/bin/python3 proj/.venv/bin/python3"})
+	require.NoError(t, err)
+	require.NotNil(t, r.ExitCode)
+	require.Zero(t, *r.ExitCode, r.Stderr)
+	out := filepath.Join(t.TempDir(), "proj")
+	op := map[string]any{"operationId": "out", "files": []any{map[string]any{"sourcePath": remote + "/proj", "targetPath": out, "kind": "directory"}}}
+	raw, err := e.call("environmentSyncOut", with(e.base(nil), "lease", l, "operations", []any{op}))
+	require.NoError(t, err)
+	var res struct {
+		Operations []struct {
+			OperationID      string `json:"operationId"`
+			FilesTransferred int64  `json:"filesTransferred"`
+			Metadata         struct {
+				OmittedUnsafeLinks struct {
+					Count int64    `json:"count"`
+					Paths []string `json:"paths"`
+				} `json:"omittedUnsafeLinks"`
+			} `json:"metadata"`
+		} `json:"operations"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &res), string(raw))
+	require.Len(t, res.Operations, 1)
+	assert.EqualValues(t, 1, res.Operations[0].Metadata.OmittedUnsafeLinks.Count)
+	assert.Equal(t, []string{remote + "/proj/.venv/bin/python3"}, res.Operations[0].Metadata.OmittedUnsafeLinks.Paths)
+	b, err := os.ReadFile(filepath.Join(out, "src", "main.py"))
+	require.NoError(t, err)
+	assert.Equal(t, "x\n", string(b))
+	_, lerr := os.Lstat(filepath.Join(out, ".venv", "bin", "python3"))
+	assert.ErrorIs(t, lerr, os.ErrNotExist)
+	assert.Contains(t, logs.String(), "Workspace export omitted unsafe links; retrying with confined entries.")
+
+	// A clean export carries no metadata at all.
+	raw, err = e.call("environmentSyncOut", with(e.base(nil), "lease", l, "operations", []any{map[string]any{"operationId": "clean",
+		"files": []any{map[string]any{"sourcePath": remote + "/proj/src", "targetPath": filepath.Join(t.TempDir(), "src"), "kind": "directory"}}}}))
+	require.NoError(t, err)
+	assert.NotContains(t, string(raw), "metadata")
+}
+
+// TestSyncRejectsNULInPaths: every path-like sync field with a NUL byte is
+// -32602 naming the field, before any provider call.
+func TestSyncRejectsNULInPaths(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	remote := l.Metadata["remoteCwd"].(string)
+	host := t.TempDir()
+	file := func(kv ...any) map[string]any {
+		m := map[string]any{"sourcePath": host, "targetPath": remote + "/x", "kind": "directory"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i].(string)] = kv[i+1]
+		}
+		return m
+	}
+	cases := map[string]map[string]any{
+		"operations[0].files[0].sourcePath":   {"operationId": "o", "files": []any{file("sourcePath", host+"/a\x00b")}},
+		"operations[0].files[0].targetPath":   {"operationId": "o", "files": []any{file("targetPath", remote+"/x\x00y")}},
+		"operations[0].files[0].exclude[1]":   {"operationId": "o", "files": []any{file("exclude", []string{"ok", "*.lo\x00g"})}},
+		"operations[0].files[0].writablePath": {"operationId": "o", "files": []any{file("writablePath", remote+"/w\x00")}},
+		"operations[0].postUploadCommands[0].command": {"operationId": "o", "files": []any{},
+			"postUploadCommands": []any{map[string]any{"command": "ec\x00ho hi"}}},
+		"operations[0].postUploadCommands[0].cwd": {"operationId": "o", "files": []any{},
+			"postUploadCommands": []any{map[string]any{"command": "true", "cwd": remote + "\x00/x"}}},
+	}
+	for field, op := range cases {
+		for _, method := range []string{"environmentSyncIn", "environmentSyncOut"} {
+			e.srv.ResetRequests()
+			_, err := e.call(method, with(e.base(nil), "lease", l, "operations", []any{op}))
+			require.ErrorIs(t, err, rpc.ErrInvalidParams, "%s %s", method, field)
+			assert.Contains(t, err.Error(), field+" contains a NUL byte")
+			assert.Zero(t, e.srv.CountRequests("", ""), "no provider call for %s", field)
+		}
+	}
+	bad := lease{ProviderLeaseID: l.ProviderLeaseID, Metadata: map[string]any{"remoteCwd": remote + "\x00/evil"}}
+	_, err := e.call("environmentSyncIn", with(e.base(nil), "lease", bad, "operations", []any{}))
+	require.ErrorIs(t, err, rpc.ErrInvalidParams)
+	assert.Contains(t, err.Error(), "lease.metadata.remoteCwd contains a NUL byte")
+}
+
+// TestSyncErrorCapsAHugeSourcePath: a 10 MB sourcePath gives an error
+// message of bounded size, not a 10 MB one.
+func TestSyncErrorCapsAHugeSourcePath(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	remote := l.Metadata["remoteCwd"].(string)
+	huge := strings.Repeat("p", 10<<20)
+	for _, tc := range []struct{ method, src, dst string }{
+		{"environmentSyncIn", t.TempDir() + "/" + huge, remote + "/x"},
+		{"environmentSyncOut", "/elsewhere/" + huge, t.TempDir() + "/x"},
+	} {
+		op := map[string]any{"operationId": "o", "files": []any{map[string]any{"sourcePath": tc.src, "targetPath": tc.dst, "kind": "file"}}}
+		_, err := e.call(tc.method, with(e.base(nil), "lease", l, "operations", []any{op}))
+		require.Error(t, err)
+		require.Less(t, len(err.Error()), 2048, "%s: message of %d bytes: %.300s", tc.method, len(err.Error()), err.Error())
+	}
+}
+
+// TestStaleAfterOutlastsTheLongestSyncCall: a sync call is bounded by the
+// largest timeoutMs plus the answer margin; reserved temp names younger
+// than the sweep's age may belong to a running call, so the age must be
+// longer (with room for the 30 s scratch cleanup).
+func TestStaleAfterOutlastsTheLongestSyncCall(t *testing.T) {
+	longest := time.Duration(MaxTimeoutMs)*time.Millisecond + answerMargin + 30*time.Second
+	assert.Greater(t, filesync.DefaultStaleAfter, longest)
+}
