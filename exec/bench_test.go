@@ -115,3 +115,20 @@ func BenchmarkBaselineRawClient(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkOneShot8MiB measures a one-shot (bypassSession) result of 8 MiB
+// of stdout in lines of 1 KiB (the worker-level benchmark's command),
+// through the in-process emulator: the path whose answer is one JSON value.
+func BenchmarkOneShot8MiB(b *testing.B) {
+	e := newEnv(b)
+	req := cmdexec.Request{Command: "bash", Args: []string{"-c", `head -c 8388608 /dev/zero | tr '\0' a | fold -w 1023`}, Timeout: time.Minute, BypassSession: true}
+	const want = 8388608 + 8388608/1023
+	b.SetBytes(want)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := e.runner.Execute(b.Context(), e.target, req, nil)
+		if err != nil || len(res.Stdout) != want {
+			b.Fatalf("execute: %v, %d bytes", err, len(res.Stdout))
+		}
+	}
+}
