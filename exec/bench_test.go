@@ -7,7 +7,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
 	"strconv"
 	"strings"
@@ -216,7 +216,9 @@ type peakSampler struct {
 }
 
 func startPeak() *peakSampler {
-	runtime.GC()
+	// Collect and hand freed memory back first, so each measurement starts
+	// from the same floor whatever the previous command left behind.
+	debug.FreeOSMemory()
 	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
 	p := &peakSampler{stop: make(chan struct{})}
 	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}

@@ -131,6 +131,14 @@ func (o *output) feedLocked(stream int, off int64, data []byte) {
 // final, applies the cap and forwards the new text.
 func (o *output) decodeLocked(b *streamBuf, p []byte, final bool) {
 	start := b.text.Len()
+	if b.text.Cap()-start < len(p) {
+		// Grow by doubling (Builder.Grow) rather than by append's smaller
+		// steps for large buffers: a big result is then copied a few times
+		// instead of dozens and leaves far less garbage behind (a result
+		// capped at 32 Mi: peak live heap 60 instead of 94 MiB, peak RSS
+		// 77 instead of 120-133 MiB; BenchmarkOneShotPeakMemory).
+		b.text.Grow(len(p))
+	}
 	i := 0
 	for i < len(p) {
 		// Fast path: a run of plain ASCII (one host character each) is
