@@ -1,8 +1,17 @@
 package exec_test
 
 import (
+	"bufio"
+	"encoding/json"
 	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -114,4 +123,137 @@ func BenchmarkBaselineRawClient(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkOneShot8MiB measures a one-shot (bypassSession) result of 8 MiB
+// of stdout in lines of 1 KiB (the worker-level benchmark's command),
+// through the in-process emulator: the path whose answer is one JSON value.
+func BenchmarkOneShot8MiB(b *testing.B) {
+	e := newEnv(b)
+	req := cmdexec.Request{Command: "bash", Args: []string{"-c", `head -c 8388608 /dev/zero | tr '\0' a | fold -w 1023`}, Timeout: time.Minute, BypassSession: true}
+	const want = 8388608 + 8388608/1023
+	b.SetBytes(want)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		res, err := e.runner.Execute(b.Context(), e.target, req, nil)
+		if err != nil || len(res.Stdout) != want {
+			b.Fatalf("execute: %v, %d bytes", err, len(res.Stdout))
+		}
+	}
+}
+
+// BenchmarkOneShotPeakMemory runs one-shot commands printing 40 MiB and
+// 400 MiB (lines of 4 KiB) against the emulator out of process
+// (cmd/daytona-sim, which holds the whole answer, as the daemon does), so
+// the benchmark process is the worker side only. It reports the peak live
+// heap (sampled every 2 ms) and the peak RSS (VmHWM, reset before each
+// command) while the answer is read: with the answer decoded as a stream
+// into the capped output, both are set by the cap (32 Mi characters per
+// stream by default), not by what the command printed.
+func BenchmarkOneShotPeakMemory(b *testing.B) {
+	target := startSim(b)
+	r := cmdexec.NewRunner(cmdexec.Options{})
+	for _, mib := range []int{40, 400} {
+		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) {
+			req := cmdexec.Request{Command: "bash", Args: []string{"-c", fmt.Sprintf(`head -c %d /dev/zero | tr '\0' a | fold -w 4095; exit 7`, mib<<20)},
+				Timeout: 10 * time.Minute, BypassSession: true}
+			var heap, rss float64
+			b.SetBytes(int64(mib) << 20)
+			for i := 0; i < b.N; i++ {
+				p := startPeak()
+				res, err := r.Execute(b.Context(), target, req, nil)
+				h, m := p.done()
+				if err != nil || res.ExitCode == nil || *res.ExitCode != 7 || res.Metadata["outputTruncated"] != true {
+					b.Fatalf("execute: %v %v", err, res.Metadata)
+				}
+				heap, rss = max(heap, h), max(rss, m)
+			}
+			b.ReportMetric(heap, "peak-heap-MiB")
+			b.ReportMetric(rss, "peak-RSS-MiB")
+		})
+	}
+}
+
+// startSim builds and starts cmd/daytona-sim, creates a started sandbox in
+// it and returns a one-shot target; the child is stopped at cleanup.
+func startSim(b *testing.B) cmdexec.Target {
+	b.Helper()
+	bin := filepath.Join(b.TempDir(), "daytona-sim")
+	build := osexec.Command("go", "build", "-o", bin, "../cmd/daytona-sim")
+	build.Stderr = os.Stderr
+	require.NoError(b, build.Run())
+	cmd := osexec.Command(bin, "-dir", b.TempDir())
+	stdin, err := cmd.StdinPipe()
+	require.NoError(b, err)
+	out, err := cmd.StdoutPipe()
+	require.NoError(b, err)
+	cmd.Stderr = os.Stderr
+	require.NoError(b, cmd.Start())
+	b.Cleanup(func() {
+		stdin.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(b, err)
+	var info struct{ APIURL, APIKey string }
+	require.NoError(b, json.Unmarshal([]byte(line), &info))
+	c, err := daytona.NewClient(daytona.WithAPIURL(info.APIURL), daytona.WithAPIKey(info.APIKey))
+	require.NoError(b, err)
+	sb, _, err := c.Sandboxes.Create(b.Context(), &daytona.CreateSandboxRequest{Name: "bench", Snapshot: "base"})
+	require.NoError(b, err)
+	sb, err = c.Sandboxes.WaitUntilStarted(b.Context(), sb.ID)
+	require.NoError(b, err)
+	return cmdexec.Target{Client: c, Sandbox: sb.Ref()}
+}
+
+// peakSampler samples the live heap every 2 ms and reads the process's
+// peak RSS (VmHWM, reset through /proc/self/clear_refs when it starts).
+type peakSampler struct {
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	peakHeap uint64
+}
+
+func startPeak() *peakSampler {
+	// Collect and hand freed memory back first, so each measurement starts
+	// from the same floor whatever the previous command left behind.
+	debug.FreeOSMemory()
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
+	p := &peakSampler{stop: make(chan struct{})}
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		tk := time.NewTicker(2 * time.Millisecond)
+		defer tk.Stop()
+		for {
+			metrics.Read(s)
+			p.peakHeap = max(p.peakHeap, s[0].Value.Uint64())
+			select {
+			case <-p.stop:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	return p
+}
+
+// done stops sampling and returns the peaks in MiB.
+func (p *peakSampler) done() (heapMiB, rssMiB float64) {
+	close(p.stop)
+	p.wg.Wait()
+	return float64(p.peakHeap) / (1 << 20), float64(vmHWM()) / (1 << 20)
+}
+
+func vmHWM() int64 {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n << 10
+		}
+	}
+	return 0
 }

@@ -96,16 +96,20 @@
 // Each stream of a result is capped at Options.OutputCap host characters
 // (default DefaultOutputCap = 32 Mi, counted as the host counts the JSON
 // frame: UTF-16 units after escaping, control characters 6). Beyond it the
-// stream ends with a marker line, metadata.outputTruncated is true and
-// further bytes are only counted. Live streaming stops at the same cap, so
+// stream ends with a marker line stating how many characters (Unicode code
+// points) were kept, which for text with escapes or non-ASCII characters is
+// fewer than the cap; metadata.outputTruncated is true and further bytes are
+// only counted. Live streaming stops at the same cap, so
 // the streamed text stays a prefix of the result and the host's 128 Mi
 // characters per execute are never reached (2 × 32 Mi + markers). Memory per
 // execute is bounded by the cap: log snapshots (the final one, and each
 // poll) are read as the raw marked log, streamed and demultiplexed, and
 // reconciled by per-stream byte offset exactly like a reconnect, so no
 // snapshot is ever held whole and binary output reconciles byte for byte.
-// One-shot results are read whole by the client (the daemon's answer is a
-// single JSON value) and capped afterwards.
+// The one-shot answer is a single JSON value holding all the output; it is
+// decoded as it arrives (daytona.ToolboxService.ExecuteStream) into the
+// same capped output, so a one-shot printing hundreds of MiB still returns
+// its exit code with a truncated result, and memory is set by the cap.
 //
 // # Clock
 //
@@ -148,6 +152,7 @@
 //	| silent socket (docs/behavior.md#silent-socket) | silent socket and never-connecting socket → polling        | TestSilentSocketSwitchesToPollingAfter15s                 |
 //	| (new) | concurrent executes on one lease; control command beside a long one | TestManyConcurrentExecutesOnOneLease, TestControlCommandBesideLongCommand |
 //	| (new) | output cap, memory bound                                   | TestOutputCapTruncatesWithMarker, TestOutputCapCountsHostCharacters, TestLargeOutputMemoryStaysBounded |
+//	| (new) | one-shot answer streamed; marker states what was kept      | TestOneShotBeyondTheAnswerLimit, TestOneShotAnswerCutShort, TestTruncationMarkerStatesKeptCharacters |
 //	| (new) | timeout retires and kills the runaway command's session    | TestCommandDeadlineRetiresSessionAndKillsCommand, TestCallerContextCancelledEndsPromptly |
 //	| (new) | sandbox stopped mid-command: honest error, session recreated | TestSandboxStoppedMidCommandEndsWithHonestError         |
 //

@@ -3,10 +3,13 @@ package exec_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -183,4 +186,36 @@ func TestInvalidEnvKeyRejectedBeforeAnyCall(t *testing.T) {
 		assert.Equal(t, "Invalid sandbox environment variable key: "+k, err.Error())
 	}
 	assert.Equal(t, before, len(e.srv.Requests()))
+}
+
+// TestTruncationMarkerStatesKeptCharacters: the number in the marker is
+// the number of characters (Unicode code points) kept before it, whatever
+// the text: plain ASCII, text dense with characters the cap counts as
+// several units (quotes, newlines, control characters), and multibyte
+// UTF-8 (2-, 3- and 4-byte characters), on both paths.
+func TestTruncationMarkerStatesKeptCharacters(t *testing.T) {
+	markerRE := regexp.MustCompile(`\n\[daytona-worker: stdout truncated after (\d+) characters; further output was discarded\]\n$`)
+	for _, c := range []struct{ name, unit string }{
+		{"ascii", `a`},
+		{"escapes", `\"\n\x01\t\\<`},
+		{"multibyte", `é€🙂x`},
+	} {
+		for _, bypass := range []bool{false, true} {
+			t.Run(c.name+map[bool]string{false: "/session", true: "/one-shot"}[bypass], func(t *testing.T) {
+				e := newEnv(t, withCap(1000))
+				req := bashReq(fmt.Sprintf(`for i in $(seq 1500); do printf '%s'; done`, c.unit))
+				req.BypassSession = bypass
+				res, err := e.runner.Execute(ctxT(t), e.target, req, nil)
+				require.NoError(t, err)
+				assert.Equal(t, true, res.Metadata["outputTruncated"])
+				m := markerRE.FindStringSubmatchIndex(res.Stdout)
+				require.NotNil(t, m, "%q", res.Stdout)
+				stated, err := strconv.Atoi(res.Stdout[m[2]:m[3]])
+				require.NoError(t, err)
+				kept := res.Stdout[:m[0]]
+				assert.Equal(t, utf8.RuneCountInString(kept), stated)
+				assert.Greater(t, stated, 0)
+			})
+		}
+	}
 }

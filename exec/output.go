@@ -30,8 +30,13 @@ const (
 
 // truncationMarker ends a stream cut at the cap; it is part of both the
 // live output and the final result, so the streamed text stays a prefix.
-func truncationMarker(stream string, limit int64) string {
-	return fmt.Sprintf("\n[daytona-worker: %s truncated after %d characters; further output was discarded]\n", stream, limit)
+// It states what was kept, in characters (Unicode code points) of the text
+// before it: the cap itself is counted in host units (see
+// DefaultOutputCap), which a reader of the result cannot see, so quoting
+// the cap would overstate the kept text whenever it holds escapes or
+// non-ASCII characters.
+func truncationMarker(stream string, kept int64) string {
+	return fmt.Sprintf("\n[daytona-worker: %s truncated after %d characters; further output was discarded]\n", stream, kept)
 }
 
 // streamBuf is one stream's state: raw bytes accepted so far (the
@@ -43,6 +48,7 @@ type streamBuf struct {
 	pending []byte // incomplete UTF-8 sequence (< 4 bytes)
 	text    strings.Builder
 	cost    int64 // host characters of text (JSON-escaped UTF-16 units)
+	chars   int64 // code points of text (what the truncation marker reports)
 	capped  bool
 	dropped int64 // raw bytes discarded beyond the cap
 }
@@ -125,6 +131,14 @@ func (o *output) feedLocked(stream int, off int64, data []byte) {
 // final, applies the cap and forwards the new text.
 func (o *output) decodeLocked(b *streamBuf, p []byte, final bool) {
 	start := b.text.Len()
+	if b.text.Cap()-start < len(p) {
+		// Grow by doubling (Builder.Grow) rather than by append's smaller
+		// steps for large buffers: a big result is then copied a few times
+		// instead of dozens and leaves far less garbage behind (a result
+		// capped at 32 Mi: peak live heap 60 instead of 94 MiB, peak RSS
+		// 77 instead of 120-133 MiB; BenchmarkOneShotPeakMemory).
+		b.text.Grow(len(p))
+	}
 	i := 0
 	for i < len(p) {
 		// Fast path: a run of plain ASCII (one host character each) is
@@ -134,12 +148,13 @@ func (o *output) decodeLocked(b *streamBuf, p []byte, final bool) {
 			n := min(int64(j-i), max(0, o.limit-b.cost))
 			b.text.Write(p[i : i+int(n)])
 			b.cost += n
+			b.chars += n
 			i += int(n)
 			if i < j { // the cap falls inside the run
 				b.capped = true
 				b.dropped += int64(len(p) - i)
 				i = len(p)
-				b.text.WriteString(truncationMarker(b.name, o.limit))
+				b.text.WriteString(truncationMarker(b.name, b.chars))
 				break
 			}
 			continue
@@ -153,10 +168,11 @@ func (o *output) decodeLocked(b *streamBuf, p []byte, final bool) {
 			b.capped = true
 			b.dropped += int64(len(p) - i)
 			i = len(p)
-			b.text.WriteString(truncationMarker(b.name, o.limit))
+			b.text.WriteString(truncationMarker(b.name, b.chars))
 			break
 		}
 		b.cost += c
+		b.chars++
 		if r == utf8.RuneError && size == 1 {
 			b.text.WriteString("\uFFFD")
 		} else {

@@ -418,7 +418,10 @@ func (x *run) poll(anyClean bool) (Result, error) {
 // oneShot is the bypass path (docs/behavior.md#one-shot): POST /process/execute with combined
 // output, reported as stdout. The daemon kills the command at the timeout
 // (408, output lost); the client call is bounded a little later in case the
-// daemon never answers.
+// daemon never answers. The answer (one JSON value holding everything the
+// command printed) is decoded as it arrives into the same capped output as
+// the session path, so a command that prints more than the cap still gets
+// its exit code and a truncated result, with memory bounded by the cap.
 func (x *run) oneShot() (Result, error) {
 	x.observed = "one_shot"
 	sec := 0
@@ -429,7 +432,14 @@ func (x *run) oneShot() (Result, error) {
 	}
 	rctx, cancel := withBound(x.ctx, x.r.clock, bound, errCommandDeadline)
 	defer cancel()
-	resp, _, err := x.t.Client.Toolbox.Execute(rctx, x.t.Sandbox, &daytona.ExecuteRequest{Command: x.script, Timeout: sec})
+	gen := x.out.nextGen()
+	var off int64
+	code, _, err := x.t.Client.Toolbox.ExecuteStream(rctx, x.t.Sandbox, &daytona.ExecuteRequest{Command: x.script, Timeout: sec},
+		func(p []byte) error {
+			x.out.feed(gen, 0, off, p)
+			off += int64(len(p))
+			return nil
+		})
 	if err != nil {
 		cause := classify(x.ctx, rctx, err)
 		if errors.Is(cause, errCommandDeadline) || (errors.Is(err, daytona.ErrTimeout) && x.ctx.Err() == nil) {
@@ -439,10 +449,10 @@ func (x *run) oneShot() (Result, error) {
 		if errors.Is(cause, ErrLeaseNotActive) || isContextErr(cause) {
 			return x.stopped(cause)
 		}
-		return Result{}, fmt.Errorf("exec: one-shot execute: %w", err)
+		// The answer was lost part way: what arrived is returned with the
+		// error, as on every failed execute.
+		return x.result(nil), fmt.Errorf("exec: one-shot execute: %w", err)
 	}
-	x.out.feed(x.out.nextGen(), 0, 0, []byte(resp.Result))
 	x.out.finish()
-	code := resp.ExitCode
 	return x.result(&code), nil
 }

@@ -153,7 +153,7 @@ func TestOutputCapCountsHostCharacters(t *testing.T) {
 	o.finish()
 	stdout, _, truncated := o.snapshot()
 	assert.True(t, truncated)
-	assert.Equal(t, "a\"\x01"+truncationMarker("stdout", 10), stdout)
+	assert.Equal(t, "a\"\x01"+truncationMarker("stdout", 3), stdout)
 	assert.Equal(t, stdout, sl.text("stdout"))
 	assert.True(t, o.streams[0].capped)
 	assert.False(t, o.bothCapped())
