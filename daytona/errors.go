@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // Sentinel errors. Every error the client returns for a failed call matches
@@ -65,8 +67,9 @@ var (
 // maxErrorBodySize bounds how much of an error body is read (go-github's 1 MiB).
 const maxErrorBodySize = 1 << 20
 
-// maxErrorMessageInString bounds the server message quoted in Error().
-const maxErrorMessageInString = 512
+// maxErrorMessageInString bounds the server message quoted in Error(); the
+// worker caps input it echoes in its own errors the same way.
+const maxErrorMessageInString = clamp.MaxEcho
 
 // ErrorResponse is a non-2xx answer from the API, the toolbox or the proxy.
 //
@@ -96,7 +99,7 @@ func (e *ErrorResponse) Error() string {
 	}
 	if msg != "" {
 		b.WriteString(": ")
-		b.WriteString(truncate(msg, maxErrorMessageInString))
+		b.WriteString(clamp.Truncate(msg, maxErrorMessageInString))
 	}
 	return b.String()
 }
@@ -214,7 +217,7 @@ func (e *SandboxStateError) Error() string {
 	}
 	s := fmt.Sprintf("daytona: sandbox %s is %q while waiting for %s", e.SandboxID, e.State, strings.Join(want, "|"))
 	if e.ErrorReason != "" {
-		s += ": " + truncate(e.ErrorReason, maxErrorMessageInString)
+		s += ": " + clamp.Truncate(e.ErrorReason, maxErrorMessageInString)
 	}
 	return s
 }
@@ -350,15 +353,4 @@ func parseRetryAfter(h http.Header) (time.Duration, string) {
 		}
 	}
 	return best, bucket
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

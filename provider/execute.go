@@ -8,6 +8,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -44,7 +45,7 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 	}
 	k := c.scope(p.EnvironmentBase, leaseID)
 	timeoutMs := ResolveTimeoutMs(p.TimeoutMs, c.cfg)
-	timeout := time.Duration(timeoutMs) * time.Millisecond
+	timeout := clamp.Millis(timeoutMs)
 	ctx, cancel := context.WithTimeout(ctx, timeout+answerMargin)
 	defer cancel()
 	cwd := deref(p.Cwd)
