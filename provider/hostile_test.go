@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
 )
 
@@ -41,4 +42,35 @@ func TestAHugeConfiguredTimeoutSendsABoundedValue(t *testing.T) {
 		}
 	}
 	require.True(t, seen, "a one-shot dispatch")
+}
+
+func TestExecuteRejectsNULBytesNamingTheField(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	before := len(e.srv.Dispatches())
+	for _, c := range []struct {
+		field   string
+		command string
+		extra   []any
+	}{
+		{"command", "ec\u0000ho", nil},
+		{"args[1]", "echo", []any{"args", []string{"ok", "a\u0000b"}}},
+		{`env["GREETING"]`, "echo", []any{"env", map[string]string{"A": "fine", "GREETING": "hi\u0000there"}}},
+		{"cwd", "echo", []any{"cwd", "/tmp/a\u0000b"}},
+	} {
+		args := []string{"x"}
+		extra := c.extra
+		if len(extra) == 2 && extra[0] == "args" {
+			args, extra = extra[1].([]string), nil
+		}
+		_, err := e.execute(l, c.command, args, extra...)
+		require.ErrorIs(t, err, rpc.ErrInvalidParams, c.field)
+		require.Contains(t, err.Error(), c.field+" contains a NUL byte")
+	}
+	// A lease whose saved remote cwd carries a NUL is refused the same way.
+	bad := lease{ProviderLeaseID: l.ProviderLeaseID, Metadata: with(l.Metadata, "remoteCwd", "/home/a\u0000b")}
+	_, err := e.execute(bad, "echo", nil)
+	require.ErrorIs(t, err, rpc.ErrInvalidParams)
+	require.Contains(t, err.Error(), "lease.metadata.remoteCwd contains a NUL byte")
+	require.Len(t, e.srv.Dispatches(), before, "nothing ran")
 }
