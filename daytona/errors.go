@@ -213,9 +213,9 @@ func (e *SandboxStateError) Error() string {
 		want[i] = string(s)
 	}
 	if e.Err != nil {
-		return fmt.Sprintf("daytona: sandbox %s still %q while waiting for %s: %v", e.SandboxID, e.State, strings.Join(want, "|"), e.Err)
+		return fmt.Sprintf("daytona: sandbox %s still %q while waiting for %s: %v", clamp.Echo(e.SandboxID), e.State, strings.Join(want, "|"), e.Err)
 	}
-	s := fmt.Sprintf("daytona: sandbox %s is %q while waiting for %s", e.SandboxID, e.State, strings.Join(want, "|"))
+	s := fmt.Sprintf("daytona: sandbox %s is %q while waiting for %s", clamp.Echo(e.SandboxID), e.State, strings.Join(want, "|"))
 	if e.ErrorReason != "" {
 		s += ": " + clamp.Truncate(e.ErrorReason, maxErrorMessageInString)
 	}

@@ -74,3 +74,75 @@ func TestExecuteRejectsNULBytesNamingTheField(t *testing.T) {
 	require.Contains(t, err.Error(), "lease.metadata.remoteCwd contains a NUL byte")
 	require.Len(t, e.srv.Dispatches(), before, "nothing ran")
 }
+
+// TestErrorsEchoABoundedSliceOfHostileInput sends a huge value in each
+// string the host controls and requires every error (and the probe's
+// summary) to quote at most 512 bytes of it. Three values are 10 MB, the
+// rest 256 KiB: a request line cannot carry more, and pushing megabytes
+// through every hook under the race detector would only measure the
+// machine.
+func TestErrorsEchoABoundedSliceOfHostileInput(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	huge := strings.Repeat("Q", 10<<20)
+	big := huge[:256<<10]
+	lp := func(extra ...any) map[string]any { return e.leaseParams(l, nil, extra...) }
+	withLease := func(id string) lease { return lease{ProviderLeaseID: &id, Metadata: l.Metadata} }
+	acq := func(extra ...any) map[string]any {
+		return with(e.base(nil), append([]any{"runId", "run-1", "agentId", "agent-1", "executionWorkspaceId", "ws-1"}, extra...)...)
+	}
+	envelope := func(labelKey string) map[string]any {
+		return map[string]any{"failedCreateCleanup": map[string]any{"labels": map[string]any{labelKey: "v"}}}
+	}
+	cases := []struct {
+		name, method string
+		params       map[string]any
+	}{
+		{"probe apiUrl path", "environmentProbe", e.base(map[string]any{"apiUrl": "http://127.0.0.1:9/" + big})},
+		{"acquire companyId", "environmentAcquireLease", with(acq(), "companyId", huge)},
+		{"acquire environmentId", "environmentAcquireLease", with(acq(), "environmentId", big)},
+		{"acquire runId", "environmentAcquireLease", acq("runId", big)},
+		{"acquire creationOperationId", "environmentAcquireLease", acq("creationOperationId", big)},
+		{"acquire image", "environmentAcquireLease", with(acq(), "config", with(e.cfg, "image", big))},
+		{"resume id", "environmentResumeLease", lp("providerLeaseId", big)},
+		{"realize id", "environmentRealizeWorkspace", with(e.realizeParams(l), "lease", withLease(big))},
+		{"execute id", "environmentExecute", with(e.base(l.Metadata), "lease", withLease(big), "command", "true")},
+		{"release id", "environmentReleaseLease", lp("providerLeaseId", big)},
+		{"destroy id", "environmentDestroyLease", lp("providerLeaseId", big)},
+		{"stop id", "environmentStopLease", lp("providerLeaseId", big)},
+		// After the teardowns the scope is closed: late work is refused
+		// with an error naming the lease.
+		{"realize closed id", "environmentRealizeWorkspace", with(e.realizeParams(l), "lease", withLease(big))},
+		{"execute closed id", "environmentExecute", with(e.base(l.Metadata), "lease", withLease(big), "command", "true")},
+		{"destroy envelope label", "environmentDestroyLease", lp("leaseMetadata", envelope(big))},
+		{"execute env key", "environmentExecute", with(e.base(l.Metadata), "lease", l, "command", "true", "env", map[string]string{"BAD " + huge: "v"})},
+		{"execute command", "environmentExecute", with(e.base(l.Metadata), "lease", l, "command", big+"\u0000")},
+		{"type error", "environmentExecute", with(e.base(l.Metadata), "lease", l, "command", "true", "timeoutMs", "1"+huge)},
+	}
+	for _, c := range cases {
+		raw, err := e.call(c.method, c.params)
+		msg := ""
+		switch {
+		case err != nil:
+			msg = err.Error()
+		case c.method == "environmentProbe":
+			msg = string(raw) // results may echo ids; the probe's summary must not
+		}
+		if strings.Contains(msg, strings.Repeat("Q", 513)) || len(msg) > 4096 {
+			t.Errorf("%s: a %d-byte message echoes its input: %.200q", c.name, len(msg), msg)
+		}
+	}
+}
+
+func TestTypedErrorsQuoteABoundedLeaseID(t *testing.T) {
+	huge := strings.Repeat("Q", 10<<20)
+	for _, err := range []error{
+		&StopError{ProviderLeaseID: huge, Reason: StopUnrecoverable},
+		&StopError{ProviderLeaseID: huge, Reason: StopErrorAfterRecover},
+		&StopError{ProviderLeaseID: huge, Reason: StopRecoverUnfinished},
+		&LeaseInactiveError{LeaseID: huge},
+		&HandleMismatchError{Got: huge, Want: huge},
+	} {
+		require.LessOrEqual(t, len(err.Error()), 2048, "%T", err)
+	}
+}

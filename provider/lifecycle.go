@@ -12,6 +12,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -382,7 +383,7 @@ func unrecoverable(sb *daytona.Sandbox) error {
 	if reason == "" {
 		reason = "unknown error"
 	}
-	return fmt.Errorf("Daytona sandbox %s is in an unrecoverable error state: %s", sb.ID, reason)
+	return fmt.Errorf("Daytona sandbox %s is in an unrecoverable error state: %s", sb.ID, clamp.Echo(reason))
 }
 
 // transientForHost phrases errors that do not prove a loss so the host's
