@@ -87,7 +87,11 @@ func probeFailure(cfg Config, err error) rpc.ProbeResult {
 	md := LeaseConfigMetadata(cfg)
 	md["provider"] = DriverKey
 	md["error"] = err.Error()
-	return rpc.ProbeResult{OK: false, Summary: "Daytona sandbox probe failed.", Metadata: md,
+	summary := "Daytona sandbox probe failed."
+	if ue := (*UnreachableError)(nil); errors.As(err, &ue) {
+		summary = ue.Error() // the whole story: a wrong or unreachable apiUrl
+	}
+	return rpc.ProbeResult{OK: false, Summary: summary, Metadata: md,
 		Diagnostics: []rpc.ProbeDiagnostic{{Severity: "error", Message: err.Error()}}}
 }
 
