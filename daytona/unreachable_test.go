@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -139,4 +140,10 @@ func TestAResetAfterTheRequestWasWrittenIsNotUnreachable(t *testing.T) {
 	require.NotErrorIs(t, err, ErrUnreachable, "the server read the request: the create is uncertain")
 	require.NotNil(t, te)
 	require.False(t, te.NotSent)
+}
+
+func TestSafeURLDropsCredentialsAndQuery(t *testing.T) {
+	u, err := url.Parse("https://user:secret@daytona.example/api?token=secret#frag")
+	require.NoError(t, err)
+	require.Equal(t, "https://daytona.example/api", safeURL(u))
 }

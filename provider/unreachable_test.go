@@ -77,3 +77,11 @@ func TestAnUnreachableAPIURLIsSaidPlainly(t *testing.T) {
 		require.Equal(t, c.want, res.Diagnostics[0].Message)
 	}
 }
+
+func TestAWrongAPIKeyStillReadsAsUnauthorized(t *testing.T) {
+	e := newTestEnv(t, nil)
+	err := e.acquireErr(map[string]any{"apiKey": "wrong-key"})
+	require.Contains(t, err.Error(), "401 Unauthorized")
+	require.NotContains(t, err.Error(), "cannot reach")
+	require.NotContains(t, err.Error(), "wrong-key")
+}
