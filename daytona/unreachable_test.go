@@ -29,13 +29,13 @@ func unreachableClient(t *testing.T, apiURL string, hc *http.Client) *Client {
 	return c
 }
 
-func createErr(t *testing.T, c *Client) (error, *TransportError) {
+func createErr(t *testing.T, c *Client) (*TransportError, error) {
 	t.Helper()
 	_, _, err := c.Sandboxes.Create(t.Context(), &CreateSandboxRequest{Name: "x"})
 	require.Error(t, err)
 	var te *TransportError
 	errors.As(err, &te)
-	return err, te
+	return te, err
 }
 
 func closedLoopbackAddr(t *testing.T) string {
@@ -49,7 +49,7 @@ func closedLoopbackAddr(t *testing.T) string {
 
 func TestUnreachableConnectionRefused(t *testing.T) {
 	addr := closedLoopbackAddr(t)
-	err, te := createErr(t, unreachableClient(t, "http://"+addr+"/api", nil))
+	te, err := createErr(t, unreachableClient(t, "http://"+addr+"/api", nil))
 	require.ErrorIs(t, err, ErrUnreachable)
 	require.NotNil(t, te)
 	require.Equal(t, "connection refused", te.Reason())
@@ -87,7 +87,7 @@ func offlineDNS() *net.Resolver {
 func TestUnreachableUnresolvableHost(t *testing.T) {
 	d := &net.Dialer{Resolver: offlineDNS()}
 	hc := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
-	err, te := createErr(t, unreachableClient(t, "http://daytona.invalid/api", hc))
+	te, err := createErr(t, unreachableClient(t, "http://daytona.invalid/api", hc))
 	require.ErrorIs(t, err, ErrUnreachable)
 	require.NotNil(t, te)
 	require.Equal(t, "no such host", te.Reason())
@@ -98,14 +98,14 @@ func TestUnreachableTLSHandshake(t *testing.T) {
 	t.Run("https client, plain server", func(t *testing.T) {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("request reached the server") }))
 		defer srv.Close()
-		err, te := createErr(t, unreachableClient(t, strings.Replace(srv.URL, "http:", "https:", 1)+"/api", nil))
+		te, err := createErr(t, unreachableClient(t, strings.Replace(srv.URL, "http:", "https:", 1)+"/api", nil))
 		require.ErrorIs(t, err, ErrUnreachable)
 		require.NotEmpty(t, te.Reason())
 	})
 	t.Run("untrusted certificate", func(t *testing.T) {
 		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { t.Error("request reached the server") }))
 		defer srv.Close()
-		err, te := createErr(t, unreachableClient(t, srv.URL+"/api", nil))
+		te, err := createErr(t, unreachableClient(t, srv.URL+"/api", nil))
 		require.ErrorIs(t, err, ErrUnreachable)
 		require.Contains(t, te.Reason(), "certificate")
 	})
@@ -114,7 +114,7 @@ func TestUnreachableTLSHandshake(t *testing.T) {
 		// Daytona's refusal is definitive as it is, not "unreachable".
 		srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 		defer srv.Close()
-		err, _ := createErr(t, unreachableClient(t, strings.Replace(srv.URL, "https:", "http:", 1)+"/api", nil))
+		_, err := createErr(t, unreachableClient(t, strings.Replace(srv.URL, "https:", "http:", 1)+"/api", nil))
 		require.ErrorIs(t, err, ErrBadRequest)
 		require.NotErrorIs(t, err, ErrUnreachable)
 	})
@@ -135,7 +135,7 @@ func TestAResetAfterTheRequestWasWrittenIsNotUnreachable(t *testing.T) {
 		_, _ = http.ReadRequest(bufio.NewReader(conn))
 		_ = conn.Close()
 	}()
-	err, te := createErr(t, unreachableClient(t, "http://"+l.Addr().String()+"/api", nil))
+	te, err := createErr(t, unreachableClient(t, "http://"+l.Addr().String()+"/api", nil))
 	<-done
 	require.NotErrorIs(t, err, ErrUnreachable, "the server read the request: the create is uncertain")
 	require.NotNil(t, te)
