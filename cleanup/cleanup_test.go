@@ -183,3 +183,11 @@ func TestDestroyingNameStillProvesOwnership(t *testing.T) {
 	sb.Name = "DESTROYED_" + env.ProviderLeaseID + "x_1"
 	require.ErrorIs(t, Verify(sb, &env), ErrOwnership)
 }
+
+func TestEnvelopeErrorsQuoteABoundedSliceOfAHugeLabel(t *testing.T) {
+	e := envelope("a1")
+	e.Labels = map[string]string{strings.Repeat("Q", 10<<20): "v"}
+	err := e.Validate()
+	require.Error(t, err)
+	require.LessOrEqual(t, len(err.Error()), 1024)
+}

@@ -134,22 +134,56 @@ func Verify(sb *daytona.Sandbox, env *Envelope) error {
 	return nil
 }
 
+const destroyingPrefix = "DESTROYED_"
+
 // destroyingName: Daytona renames a sandbox it is destroying to
 // DESTROYED_<name>_<ms> (docs/daytona.md#delete).
 func destroyingName(got, want string) bool {
-	const p = "DESTROYED_"
+	const p = destroyingPrefix
 	return len(got) > len(p)+len(want)+1 && got[:len(p)] == p && got[len(p):len(p)+len(want)] == want &&
 		got[len(p)+len(want)] == '_'
 }
 
-// DeleteAndWait deletes a sandbox by id and waits until Daytona has
-// completed its destruction: an accepted delete is not a receipt. A sandbox
-// that is already gone counts as deleted.
-func DeleteAndWait(ctx context.Context, api SandboxAPI, id string) error {
-	if _, _, err := api.Delete(ctx, id); err != nil && !errors.Is(err, daytona.ErrNotFound) {
+// DeleteAndWait deletes a sandbox by id or name and waits until Daytona
+// has completed its destruction: an accepted delete is not a receipt. A
+// sandbox that is already gone counts as deleted.
+//
+// The wait is on the id from the delete answer, never on a name: Daytona
+// renames a sandbox as it starts destroying it, so the old name answers
+// 404 at once while the sandbox is still running.
+func DeleteAndWait(ctx context.Context, api SandboxAPI, idOrName string) error {
+	sb, _, err := api.Delete(ctx, idOrName)
+	switch {
+	case errors.Is(err, daytona.ErrNotFound):
+		// Gone, never there, or renamed by a delete sent earlier whose
+		// answer was lost: that sandbox is still being destroyed under its
+		// new name, and only its id can say when it is done.
+		if err := waitRenamed(ctx, api, idOrName); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	case sb != nil && sb.ID != "":
+		return api.WaitUntilGone(ctx, sb.ID)
+	}
+	return api.WaitUntilGone(ctx, idOrName)
+}
+
+// waitRenamed waits until every sandbox Daytona renamed from name while
+// destroying it is gone.
+func waitRenamed(ctx context.Context, api SandboxAPI, name string) error {
+	found, err := api.ListAll(ctx, &daytona.ListOptions{Name: destroyingPrefix + name + "_", IncludeDestroying: true})
+	if err != nil {
 		return err
 	}
-	return api.WaitUntilGone(ctx, id)
+	for _, sb := range found {
+		if destroyingName(sb.Name, name) && sb.ID != "" {
+			if err := api.WaitUntilGone(ctx, sb.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // LivenessTimeoutError is SandboxLivenessTimeoutError (

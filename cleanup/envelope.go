@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"maps"
 	"regexp"
+
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // Schema is the envelope's schema id on the wire.
@@ -83,7 +85,7 @@ func (e Envelope) Validate() error {
 	}
 	for k, v := range e.Labels {
 		if !labelKeyPattern.MatchString(k) || !idPattern.MatchString(v) {
-			return fmt.Errorf("cleanup envelope: label %q is not valid", k)
+			return fmt.Errorf("cleanup envelope: label %q is not valid", clamp.Echo(k))
 		}
 	}
 	return nil

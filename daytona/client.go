@@ -3,15 +3,19 @@ package daytona
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -373,6 +377,53 @@ func (c *Client) cleanTransportErr(err error) error {
 	return &redactedError{msg: c.redact(err.Error()), err: err}
 }
 
+// connTrace records whether a request ever got a connection. Only a
+// request that never got one (and failed while resolving, connecting or
+// handshaking) is known not to have reached the server: once a connection
+// exists, a failure may come after the server read the request.
+type connTrace struct {
+	connected, tlsFailed atomic.Bool
+}
+
+func (t *connTrace) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { t.connected.Store(true) },
+		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
+			if err != nil {
+				t.tlsFailed.Store(true)
+			}
+		},
+	}
+}
+
+// neverConnected: err is a resolution, connect or TLS handshake failure of
+// a request that never got a connection. Both must hold: a transport that
+// reports no trace events proves nothing by its silence alone.
+func (t *connTrace) neverConnected(err error) bool {
+	if t.connected.Load() {
+		return false
+	}
+	if t.tlsFailed.Load() {
+		return true
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return true
+	}
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
+}
+
+// safeURL is u without credentials, query or fragment.
+func safeURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	v := *u
+	v.User, v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = nil, "", false, "", ""
+	return v.String()
+}
+
 // redactedError keeps the cause for errors.Is/As but prints a redacted text.
 type redactedError struct {
 	msg string
@@ -521,6 +572,8 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 			req.Header[k] = vs
 		}
 
+		var conn connTrace
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), conn.trace()))
 		resp, err := c.hc.Do(req)
 		var callErr error
 		var retryAfter time.Duration
@@ -530,7 +583,11 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 				// The context's error is more useful than the transport's.
 				return nil, nil, &TransportError{Method: cl.rt.method, Route: cl.rt.tmpl, Err: ctx.Err()}
 			}
-			callErr = &TransportError{Method: cl.rt.method, Route: cl.rt.tmpl, Err: c.cleanTransportErr(err)}
+			te := &TransportError{Method: cl.rt.method, Route: cl.rt.tmpl, Err: c.cleanTransportErr(err), NotSent: conn.neverConnected(err)}
+			if cl.rt.api == mainAPI {
+				te.BaseURL = safeURL(c.apiURL)
+			}
+			callErr = te
 			retryable = cl.rt.retry == retryIdempotent
 		} else if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 			return resp, &Response{StatusCode: resp.StatusCode, Header: resp.Header, Route: cl.rt.String(), Attempts: attempt}, nil

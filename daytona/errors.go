@@ -8,10 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // Sentinel errors. Every error the client returns for a failed call matches
@@ -60,13 +63,20 @@ var (
 	ErrInvalidArgument = errors.New("daytona: invalid argument")
 	// ErrMalformedResponse matches a 2xx answer whose body could not be decoded.
 	ErrMalformedResponse = errors.New("daytona: malformed response")
+	// ErrUnreachable matches a call that never reached the server: no
+	// connection could be made (name resolution, connect, TLS handshake),
+	// so the request was provably never written and had no effect. A
+	// failure after a connection was made (a reset, a timeout) may have
+	// reached the server and does not match.
+	ErrUnreachable = errors.New("daytona: server unreachable")
 )
 
 // maxErrorBodySize bounds how much of an error body is read (go-github's 1 MiB).
 const maxErrorBodySize = 1 << 20
 
-// maxErrorMessageInString bounds the server message quoted in Error().
-const maxErrorMessageInString = 512
+// maxErrorMessageInString bounds the server message quoted in Error(); the
+// worker caps input it echoes in its own errors the same way.
+const maxErrorMessageInString = clamp.MaxEcho
 
 // ErrorResponse is a non-2xx answer from the API, the toolbox or the proxy.
 //
@@ -96,7 +106,7 @@ func (e *ErrorResponse) Error() string {
 	}
 	if msg != "" {
 		b.WriteString(": ")
-		b.WriteString(truncate(msg, maxErrorMessageInString))
+		b.WriteString(clamp.Truncate(msg, maxErrorMessageInString))
 	}
 	return b.String()
 }
@@ -169,6 +179,12 @@ type TransportError struct {
 	Method string
 	Route  string
 	Err    error // the cause, with any URL stripped
+	// NotSent: no connection was ever made, so the request was never
+	// written (see ErrUnreachable).
+	NotSent bool
+	// BaseURL is the API base URL of a main-API call, without credentials,
+	// query or fragment; "" for toolbox calls.
+	BaseURL string
 }
 
 // Error implements error.
@@ -179,8 +195,33 @@ func (e *TransportError) Error() string {
 // Unwrap returns the cause (context.Canceled, context.DeadlineExceeded, ...).
 func (e *TransportError) Unwrap() error { return e.Err }
 
-// Is matches ErrTimeout for deadlines and network timeouts.
+// Reason is the cause in a few words, for messages: "connection refused",
+// "no such host", or the (redacted) TLS or transport error.
+func (e *TransportError) Reason() string {
+	var dns *net.DNSError
+	if errors.As(e.Err, &dns) && dns.Err != "" {
+		return clamp.Echo(dns.Err)
+	}
+	var op *net.OpError
+	if errors.As(e.Err, &op) && op.Err != nil {
+		var sys *os.SyscallError
+		if errors.As(op.Err, &sys) && sys.Err != nil {
+			return clamp.Echo(sys.Err.Error())
+		}
+		return clamp.Echo(op.Err.Error())
+	}
+	if e.Err == nil {
+		return "unknown error"
+	}
+	return clamp.Echo(e.Err.Error())
+}
+
+// Is matches ErrTimeout for deadlines and network timeouts, and
+// ErrUnreachable for a request that was never sent.
 func (e *TransportError) Is(target error) bool {
+	if target == ErrUnreachable {
+		return e.NotSent
+	}
 	if target == ErrTimeout {
 		if errors.Is(e.Err, context.DeadlineExceeded) {
 			return true
@@ -210,11 +251,11 @@ func (e *SandboxStateError) Error() string {
 		want[i] = string(s)
 	}
 	if e.Err != nil {
-		return fmt.Sprintf("daytona: sandbox %s still %q while waiting for %s: %v", e.SandboxID, e.State, strings.Join(want, "|"), e.Err)
+		return fmt.Sprintf("daytona: sandbox %s still %q while waiting for %s: %v", clamp.Echo(e.SandboxID), e.State, strings.Join(want, "|"), e.Err)
 	}
-	s := fmt.Sprintf("daytona: sandbox %s is %q while waiting for %s", e.SandboxID, e.State, strings.Join(want, "|"))
+	s := fmt.Sprintf("daytona: sandbox %s is %q while waiting for %s", clamp.Echo(e.SandboxID), e.State, strings.Join(want, "|"))
 	if e.ErrorReason != "" {
-		s += ": " + truncate(e.ErrorReason, maxErrorMessageInString)
+		s += ": " + clamp.Truncate(e.ErrorReason, maxErrorMessageInString)
 	}
 	return s
 }
@@ -350,15 +391,4 @@ func parseRetryAfter(h http.Header) (time.Duration, string) {
 		}
 	}
 	return best, bucket
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "…"
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // Target says where a command runs.
@@ -478,7 +479,7 @@ func (r *Runner) Execute(ctx context.Context, t Target, req Request, sink Sink) 
 		defer stop()
 	}
 	x.ctx = base
-	x.eff = req.Timeout
+	x.eff = min(req.Timeout, clamp.MaxDuration) // a huge timeout must not overflow a deadline
 	if isGitNetworkCommand(req.Command, req.Args) {
 		x.git = true
 		if x.eff <= 0 || x.eff > GitNetworkTimeout {

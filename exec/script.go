@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // shellQuote wraps v in single quotes, replacing each ' with '"'"'
@@ -141,6 +143,7 @@ func gitTimeoutMessage(seconds int64) string {
 
 // toTimeoutSeconds is max(1, ceil(ms/1000)) (docs/behavior.md#small-functions).
 func toTimeoutSeconds(d time.Duration) int {
+	d = min(d, clamp.MaxDuration) // never an absurd value for the daemon
 	s := int((d + time.Second - 1) / time.Second)
 	return max(1, s)
 }

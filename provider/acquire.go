@@ -13,6 +13,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -190,6 +191,10 @@ func (a *acquisition) create(ctx context.Context, src CreateSource, labels map[s
 		return nil, a.timeoutFailure(err)
 	case errors.Is(err, daytona.ErrConflict):
 		return nil, a.nameTaken(ctx, err)
+	case errors.Is(err, daytona.ErrUnreachable):
+		// The request never left this machine: nothing can exist, and a
+		// cleanup envelope would only make a wrong apiUrl look like a leak.
+		return nil, newUnreachableError(err)
 	case definitiveRejection(err):
 		// Daytona refused the request itself: nothing was allocated.
 		return nil, err
@@ -252,6 +257,34 @@ func (a *acquisition) nameTaken(ctx context.Context, cause error) error {
 		Envelope: env, Causes: []error{cause, err},
 	}
 }
+
+// UnreachableError: a create (or probe) that never reached Daytona — the
+// name did not resolve, the connection was refused, the TLS handshake
+// failed — so nothing was allocated. It names the API URL (never with
+// credentials or a query) and the cause.
+type UnreachableError struct {
+	URL    string
+	Reason string
+	cause  error
+}
+
+func newUnreachableError(err error) *UnreachableError {
+	e := &UnreachableError{URL: daytona.DefaultAPIURL, Reason: "unknown error", cause: err}
+	var te *daytona.TransportError
+	if errors.As(err, &te) {
+		if te.BaseURL != "" {
+			e.URL = te.BaseURL
+		}
+		e.Reason = te.Reason()
+	}
+	return e
+}
+
+func (e *UnreachableError) Error() string {
+	return "cannot reach Daytona at " + clamp.Echo(e.URL) + ": " + clamp.Echo(e.Reason)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.cause }
 
 // definitiveRejection: a 4xx answer (not a timeout) means Daytona refused
 // the create before allocating anything.

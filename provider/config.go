@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // Configuration of a Daytona sandbox environment (docs/behavior.md#config-parsing,
@@ -261,18 +263,9 @@ func (c Config) Fingerprint(env EnvLookup) string {
 // Timeout is TimeoutMs as a duration.
 func (c Config) Timeout() time.Duration { return msDuration(float64(c.TimeoutMs)) }
 
-// msDuration converts milliseconds to a Duration, saturating instead of
-// overflowing for absurd unvalidated values.
-func msDuration(ms float64) time.Duration {
-	const maxMs = float64(math.MaxInt64 / int64(time.Millisecond))
-	switch {
-	case ms >= maxMs:
-		return time.Duration(math.MaxInt64)
-	case ms <= -maxMs:
-		return time.Duration(math.MinInt64)
-	}
-	return time.Duration(ms) * time.Millisecond
-}
+// msDuration converts milliseconds to a Duration, clamped to one day:
+// absurd unvalidated values must neither overflow nor outlive any real use.
+func msDuration(ms float64) time.Duration { return clamp.Millis(ms) }
 
 // AcquireBudget is the single fresh-acquisition budget of docs/behavior.md#acquire: timeoutMs
 // when positive, else 300000 ms.
@@ -1006,6 +999,7 @@ func RuntimeCreateSource(c Config) (CreateSource, error) {
 // ToTimeoutSeconds converts milliseconds to the whole seconds every Daytona
 // timeout argument takes: max(1, ceil(ms / 1000)) (docs/behavior.md#small-functions).
 func ToTimeoutSeconds(ms int64) int64 {
+	ms = min(ms, clamp.MaxMillis) // an unvalidated config must not send absurd seconds
 	if ms <= 1000 {
 		return 1
 	}

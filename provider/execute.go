@@ -3,11 +3,16 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -38,19 +43,24 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 		// The reference answers a result, not an error.
 		return rpc.ExecuteResult{ExitCode: ptr(1), Stderr: "Daytona execute requires a sandbox lease id.\n"}, nil
 	}
+	cwd := deref(p.Cwd)
+	cwdField := "cwd"
+	if cwd == "" {
+		cwd, _ = p.Lease.Metadata["remoteCwd"].(string)
+		cwdField = "lease.metadata.remoteCwd"
+	}
+	if err := rejectNUL(p, cwdField, cwd); err != nil {
+		return rpc.ExecuteResult{}, err
+	}
 	c, err := d.connect(p.Config)
 	if err != nil {
 		return rpc.ExecuteResult{}, err
 	}
 	k := c.scope(p.EnvironmentBase, leaseID)
 	timeoutMs := ResolveTimeoutMs(p.TimeoutMs, c.cfg)
-	timeout := time.Duration(timeoutMs) * time.Millisecond
+	timeout := clamp.Millis(timeoutMs)
 	ctx, cancel := context.WithTimeout(ctx, timeout+answerMargin)
 	defer cancel()
-	cwd := deref(p.Cwd)
-	if cwd == "" {
-		cwd, _ = p.Lease.Metadata["remoteCwd"].(string)
-	}
 	req := cmdexec.Request{Command: p.Command, Args: p.Args, Cwd: cwd, Env: p.Env, Stdin: p.Stdin,
 		Timeout: timeout, BypassSession: p.BypassSession}
 	live := newLogSink(ctx)
@@ -91,7 +101,7 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 		return rpc.ExecuteResult{}, &LeaseInactiveError{LeaseID: leaseID}
 	}
 	if errors.Is(err, cmdexec.ErrInvalidEnvKey) || errors.Is(err, cmdexec.ErrInvalidRequest) {
-		return rpc.ExecuteResult{}, rpc.InvalidParams("%v", err)
+		return rpc.ExecuteResult{}, rpc.InvalidParams("%s", clamp.Echo(err.Error()))
 	}
 	if err != nil {
 		return rpc.ExecuteResult{}, err
@@ -103,6 +113,34 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 	md["cacheHit"] = hit
 	md["getDurationMs"] = getDuration.Milliseconds()
 	return rpc.ExecuteResult{ExitCode: res.ExitCode, TimedOut: res.TimedOut, Stdout: res.Stdout, Stderr: res.Stderr, Metadata: md}, nil
+}
+
+// rejectNUL refuses a NUL byte anywhere in what becomes the command line,
+// its environment or its directory. Neither a shell script nor a process
+// argument can carry one, and dropping it silently would run another
+// command than asked ("ec\x00ho" ran echo). Env keys are checked by the
+// runner, with their own message.
+func rejectNUL(p rpc.ExecuteParams, cwdField, cwd string) error {
+	bad := func(field string) error {
+		return rpc.InvalidParams("invalid params: %s contains a NUL byte", field)
+	}
+	if strings.IndexByte(p.Command, 0) >= 0 {
+		return bad("command")
+	}
+	for i, a := range p.Args {
+		if strings.IndexByte(a, 0) >= 0 {
+			return bad(fmt.Sprintf("args[%d]", i))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
+		if strings.IndexByte(p.Env[k], 0) >= 0 {
+			return bad(fmt.Sprintf("env[%s]", strconv.Quote(clamp.Echo(k))))
+		}
+	}
+	if strings.IndexByte(cwd, 0) >= 0 {
+		return bad(cwdField)
+	}
+	return nil
 }
 
 // shellOf is the lease's shell for host-built scripts (bash or sh).

@@ -12,6 +12,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -86,7 +87,11 @@ func probeFailure(cfg Config, err error) rpc.ProbeResult {
 	md := LeaseConfigMetadata(cfg)
 	md["provider"] = DriverKey
 	md["error"] = err.Error()
-	return rpc.ProbeResult{OK: false, Summary: "Daytona sandbox probe failed.", Metadata: md,
+	summary := "Daytona sandbox probe failed."
+	if ue := (*UnreachableError)(nil); errors.As(err, &ue) {
+		summary = ue.Error() // the whole story: a wrong or unreachable apiUrl
+	}
+	return rpc.ProbeResult{OK: false, Summary: summary, Metadata: md,
 		Diagnostics: []rpc.ProbeDiagnostic{{Severity: "error", Message: err.Error()}}}
 }
 
@@ -383,7 +388,7 @@ func unrecoverable(sb *daytona.Sandbox) error {
 	if reason == "" {
 		reason = "unknown error"
 	}
-	return fmt.Errorf("Daytona sandbox %s is in an unrecoverable error state: %s", sb.ID, reason)
+	return fmt.Errorf("Daytona sandbox %s is in an unrecoverable error state: %s", sb.ID, clamp.Echo(reason))
 }
 
 // transientForHost phrases errors that do not prove a loss so the host's

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // scopeKey identifies one lease of one account: stableStringify of driver
@@ -100,7 +101,7 @@ func (st *scopeState) broadcast() { // s.mu held
 type LeaseInactiveError struct{ LeaseID string }
 
 func (e *LeaseInactiveError) Error() string {
-	return fmt.Sprintf("Daytona sandbox lease %s is no longer active.", e.LeaseID)
+	return fmt.Sprintf("Daytona sandbox lease %s is no longer active.", clamp.Echo(e.LeaseID))
 }
 
 // withActivity runs fn inside the scope's activity gate: refused once the
@@ -228,7 +229,7 @@ type handles struct {
 type HandleMismatchError struct{ Got, Want string }
 
 func (e *HandleMismatchError) Error() string {
-	return fmt.Sprintf("Daytona sandbox handle mismatch: handle %s does not belong to lease %s.", e.Got, e.Want)
+	return fmt.Sprintf("Daytona sandbox handle mismatch: handle %s does not belong to lease %s.", clamp.Echo(e.Got), clamp.Echo(e.Want))
 }
 
 // get returns the cached record or populates it with fetch, once for any

@@ -7,6 +7,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -43,13 +44,14 @@ type StopError struct {
 }
 
 func (e *StopError) Error() string {
+	id := clamp.Echo(e.ProviderLeaseID)
 	switch e.Reason {
 	case StopUnrecoverable:
-		return "Daytona sandbox " + e.ProviderLeaseID + " is in an unrecoverable error state and cannot be stopped; it was preserved."
+		return "Daytona sandbox " + id + " is in an unrecoverable error state and cannot be stopped; it was preserved."
 	case StopErrorAfterRecover:
-		return "Daytona sandbox " + e.ProviderLeaseID + " returned to an error state after recovery and cannot be stopped; it was preserved."
+		return "Daytona sandbox " + id + " returned to an error state after recovery and cannot be stopped; it was preserved."
 	default:
-		return "Daytona sandbox " + e.ProviderLeaseID + " did not finish recovering, so it could not be stopped; it was preserved."
+		return "Daytona sandbox " + id + " did not finish recovering, so it could not be stopped; it was preserved."
 	}
 }
 

@@ -653,3 +653,43 @@ func TestTeardownOfAnArchivedRetainedSandbox(t *testing.T) {
 		})
 	}
 }
+
+// TestTeardownByNameWaitsForTheRealDeletion: Daytona renames a sandbox as
+// it starts deleting it, so its creation name answers 404 at once. A
+// release or destroy given the name must wait on the sandbox's id, and
+// answer only after Daytona finished destroying it.
+func TestTeardownByNameWaitsForTheRealDeletion(t *testing.T) {
+	for _, method := range []string{"environmentDestroyLease", "environmentReleaseLease"} {
+		t.Run(method, func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, nil, daytonatest.WithTransitionDelay(300*time.Millisecond))
+			l := e.acquire(nil)
+			id := *l.ProviderLeaseID
+			info, ok := e.srv.Sandbox(id)
+			require.True(t, ok)
+			name := info.Name
+			require.NotEqual(t, id, name)
+			p := e.leaseParams(l, nil, "providerLeaseId", name)
+			raw, err := e.call(method, p)
+			require.NoError(t, err)
+			require.JSONEq(t, receiptJSON(name, "destroyed"), string(raw))
+			require.Equal(t, "gone", e.state(id), "a receipt before Daytona completed the deletion")
+			require.GreaterOrEqual(t, e.srv.CountRequests("GET", rSandbox), 1)
+		})
+	}
+}
+
+func TestDestroyByNameRetriedAfterALostDeleteReplyWaitsForTheDeletion(t *testing.T) {
+	e := newTestEnv(t, nil, daytonatest.WithTransitionDelay(300*time.Millisecond))
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	info, ok := e.srv.Sandbox(id)
+	require.True(t, ok)
+	// The first delete renames the sandbox, but its answer is lost: the
+	// retry by name answers 404 while the sandbox is still being destroyed.
+	e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Perform: true, Drop: true, Times: 1})
+	raw, err := e.call("environmentDestroyLease", e.leaseParams(l, nil, "providerLeaseId", info.Name))
+	require.NoError(t, err)
+	require.JSONEq(t, receiptJSON(info.Name, "destroyed"), string(raw))
+	require.Equal(t, "gone", e.state(id), "a receipt before Daytona completed the deletion")
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // JSON-RPC and Paperclip error codes (docs/host.md#error-codes).
@@ -78,6 +80,9 @@ type DataCarrier interface {
 	RPCData() any
 }
 
+// MaxErrorMessage bounds the message of an error sent to the host.
+const MaxErrorMessage = 8 << 10
+
 // wireError converts a handler's error to the object sent to the host.
 func wireError(err error) *wireErr {
 	var e *Error
@@ -102,6 +107,10 @@ func wireError(err error) *wireErr {
 	if out.Message == "" {
 		out.Message = "worker error"
 	}
+	// Each value a message quotes is capped where it is quoted; this is
+	// the backstop for any path that forgot, so hostile input can never
+	// turn into a multi-megabyte error on the wire or in the host's logs.
+	out.Message = clamp.Truncate(out.Message, MaxErrorMessage)
 	if errors.Is(err, context.DeadlineExceeded) && out.Code == CodeWorkerError {
 		out.Message = "operation timed out: " + out.Message
 	}

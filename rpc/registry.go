@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // Handler serves one method. params is the raw params value (nil when the
@@ -93,11 +95,11 @@ func DecodeParams(raw json.RawMessage, v any) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field == "" {
-			return InvalidParams("invalid params: expected %s, got %s", describeType(te.Type.String()), te.Value)
+			return InvalidParams("invalid params: expected %s, got %s", describeType(te.Type.String()), clamp.Echo(te.Value))
 		}
-		return InvalidParams("invalid params: %q must be %s, got %s", te.Field, describeType(te.Type.String()), te.Value)
+		return InvalidParams("invalid params: %q must be %s, got %s", clamp.Echo(te.Field), describeType(te.Type.String()), clamp.Echo(te.Value))
 	}
-	return InvalidParams("invalid params: %v", err)
+	return InvalidParams("invalid params: %s", clamp.Echo(err.Error()))
 }
 
 // describeType names a Go type the way a JSON author thinks of it.

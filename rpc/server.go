@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -209,7 +210,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 			return
 		}
 	} else if !ok {
-		s.reply(conn, req, r, nil, Errorf(CodeMethodNotFound, "Unknown method: %s", req.Method))
+		s.reply(conn, req, r, nil, Errorf(CodeMethodNotFound, "Unknown method: %s", clamp.Echo(req.Method)))
 		return
 	}
 	if !s.handlers.add() {

@@ -93,7 +93,7 @@ func tbExecute(c *call) {
 		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
 		return
 	}
-	c.s.recordDispatch(Dispatch{Sandbox: sb.id, Command: req.Command})
+	c.s.recordDispatch(Dispatch{Sandbox: sb.id, Command: req.Command, Timeout: req.Timeout})
 	defer func() {
 		sb.tb.mu.Lock()
 		delete(sb.tb.execs, cmd)

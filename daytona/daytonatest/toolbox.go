@@ -330,6 +330,7 @@ type Dispatch struct {
 	CommandID string // "" for POST /process/execute
 	Command   string
 	Async     bool
+	Timeout   int // the timeout in seconds of POST /process/execute (0 = none)
 }
 
 // Dispatches returns every command dispatch so far, in order.
