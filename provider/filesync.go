@@ -10,6 +10,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	filesync "github.com/daytonaworker/daytona-worker/sync"
 )
@@ -175,7 +176,7 @@ func syncOperations(in []rpc.SyncOperation) ([]filesync.Operation, error) {
 			}
 			pc := filesync.Command{Command: cmd.Command, Cwd: deref(cmd.Cwd)}
 			if cmd.TimeoutMs != nil && *cmd.TimeoutMs > 0 {
-				pc.Timeout = time.Duration(*cmd.TimeoutMs) * time.Millisecond
+				pc.Timeout = clamp.Millis(*cmd.TimeoutMs)
 			}
 			o.PostUploadCommands = append(o.PostUploadCommands, pc)
 		}

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"unicode/utf8"
+
+	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
 // Sentinel errors. Every error SyncIn and SyncOut return for a failure of
@@ -45,28 +46,12 @@ var (
 )
 
 // maxEcho bounds every piece of caller input (paths, kinds) and sandbox
-// output quoted in an error: 512 characters, the bound the daytona package
-// applies to API messages. A 10 MB sourcePath must not become a 10 MB error
-// message on the wire, in the host's logs and in its run records.
-const maxEcho = 512
+// output quoted in an error: a 10 MB sourcePath must not become a 10 MB
+// error message on the wire, in the host's logs and in its run records.
+const maxEcho = clamp.MaxEcho
 
-// clip returns s cut to its first maxEcho characters (never splitting a
-// UTF-8 sequence) followed by "…" when anything was cut.
-func clip(s string) string {
-	if len(s) <= maxEcho {
-		return s // at most maxEcho bytes, so at most maxEcho characters
-	}
-	i, n := 0, 0
-	for i < len(s) && n < maxEcho {
-		_, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		n++
-	}
-	if i == len(s) {
-		return s
-	}
-	return s[:i] + "…"
-}
+// clip is clamp.Echo: the first maxEcho characters, then "…" if cut.
+func clip(s string) string { return clamp.Echo(s) }
 
 // clipPaths bounds the host paths that standard-library errors in err's
 // chain echo (*fs.PathError, *os.LinkError), in place: those errors were

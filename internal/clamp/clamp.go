@@ -33,12 +33,27 @@ func Millis[T int | int64 | float64](ms T) time.Duration {
 	return time.Duration(f * float64(time.Millisecond))
 }
 
-// MaxEcho bounds the input (and server text) quoted in an error message.
+// MaxEcho bounds the input (and server text) quoted in an error message,
+// in characters.
 const MaxEcho = 512
 
-// Echo is s cut to at most MaxEcho bytes on a character boundary, with "…"
-// appended when anything was cut.
-func Echo(s string) string { return Truncate(s, MaxEcho) }
+// Echo is s cut to its first MaxEcho characters, with "…" appended when
+// anything was cut. Counting characters, not bytes, keeps a quoted path
+// the same length to a reader whatever its script.
+func Echo(s string) string {
+	if len(s) <= MaxEcho {
+		return s // at most MaxEcho bytes, so at most MaxEcho characters
+	}
+	i := 0
+	for n := 0; i < len(s) && n < MaxEcho; n++ {
+		_, size := utf8.DecodeRuneInString(s[i:])
+		i += size
+	}
+	if i == len(s) {
+		return s
+	}
+	return s[:i] + "…"
+}
 
 // Truncate is s cut to at most n bytes on a character boundary, with "…"
 // appended when anything was cut.

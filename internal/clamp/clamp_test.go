@@ -36,8 +36,11 @@ func TestEcho(t *testing.T) {
 	}
 	long := strings.Repeat("é", 10<<20)
 	got := Echo(long)
-	if len(got) > MaxEcho+len("…") || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
-		t.Errorf("Echo(10 MiB) = %d bytes, valid %v", len(got), utf8.ValidString(got))
+	if utf8.RuneCountInString(got) != MaxEcho+1 || !utf8.ValidString(got) || !strings.HasSuffix(got, "…") {
+		t.Errorf("Echo(10 MiB) = %d characters, valid %v", utf8.RuneCountInString(got), utf8.ValidString(got))
+	}
+	if got := Echo(strings.Repeat("é", MaxEcho)); got != strings.Repeat("é", MaxEcho) {
+		t.Errorf("Echo(%d two-byte characters) was cut", MaxEcho)
 	}
 	if got := Truncate("abc", -1); got != "…" {
 		t.Errorf("Truncate(n<0) = %q", got)
