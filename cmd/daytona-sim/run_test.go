@@ -122,9 +122,13 @@ func TestRunHelp(t *testing.T) {
 }
 
 func TestRunUsageErrors(t *testing.T) {
+	// Cancelled: were an argument accepted, Run would stop at once instead
+	// of serving until the test times out.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
 	for _, args := range [][]string{{"-port", "-1"}, {"extra"}, {"-stdin-eof=false"}, {"-nope"}, {"-port"}} {
 		var errb bytes.Buffer
-		err := Run(context.Background(), args, nil, io.Discard, &errb)
+		err := Run(ctx, args, nil, io.Discard, &errb)
 		require.Error(t, err, "%q", args)
 		assert.Equal(t, 2, exitCode(err), "%q", args)
 		assert.NotContains(t, err.Error(), "\n", "one line: %q", args)
