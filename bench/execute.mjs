@@ -41,7 +41,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const nowNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
 
 async function startSim() {
-  const child = spawn(opts.sim, [], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(opts.sim, ["-stop-on-eof"], { stdio: ["pipe", "pipe", "inherit"] });
   const line = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.setEncoding("utf8");

@@ -6,7 +6,7 @@ const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
 
 /**
  * The Daytona emulator (cmd/daytona-sim) on loopback. start() spawns it with
- * a stdin pipe (it stops when that pipe closes), reads its one JSON line and
+ * a stdin pipe and -stop-on-eof (it stops when that pipe closes), reads its one JSON line and
  * puts the environment config a host would pass into ctx.config:
  * { apiUrl, apiKey, timeoutMs }. The API key is a throwaway test key, and
  * still never printed.
@@ -17,7 +17,7 @@ export function daytonaSim(binary, { timeoutMs = 60_000, startupMs = 15_000 } = 
   return {
     name: "daytona-sim",
     async start(ctx) {
-      child = spawn(binary, [], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "" } });
+      child = spawn(binary, ["-stop-on-eof"], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "" } });
       exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
       let stderr = "";
       child.stderr.setEncoding("utf8");

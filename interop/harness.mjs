@@ -195,14 +195,19 @@ if (compat && current) {
     if (!problem && !isDeepStrictEqual([...keys].sort(), NEWER_DRIVER_KEYS)) {
       problem = `rejected for keys ${[...keys].sort().join(",")}, want exactly ${NEWER_DRIVER_KEYS.join(",")}`;
     }
-    if (!problem && !isDeepStrictEqual(withoutNewerKeys(current), compat)) {
-      problem = "current minus the two newer driver keys differs from the compat profile";
+    // The profiles are distinct packages: the host refreshes a saved
+    // manifest only when the version changes, so they never share one.
+    if (!problem && current.version === compat.version) {
+      problem = `both profiles carry version ${compat.version}`;
+    }
+    if (!problem && !isDeepStrictEqual({ ...withoutNewerKeys(current), version: compat.version }, compat)) {
+      problem = "current minus the two newer driver keys and its version differs from the compat profile";
     }
     if (!problem && NEWER_DRIVER_KEYS.some((k) => (compat.environmentDrivers ?? []).some((d) => k in d))) {
       problem = "the compat profile carries a newer driver key";
     }
   }
-  check("manifest current rejected by 2026.916.1 exactly for defaultAcquireTimeoutMs, creationOperationVersion", problem);
+  check("manifest current rejected by 2026.916.1 exactly for defaultAcquireTimeoutMs, creationOperationVersion", problem, `version ${current.version}`);
 }
 
 // ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	daytonaworker "github.com/daytonaworker/daytona-worker"
 )
@@ -66,7 +67,8 @@ type Manifest struct {
 	EnvironmentDrivers []map[string]any `json:"environmentDrivers"`
 }
 
-// ManifestVersion is the plugin version declared in manifest.json.
+// ManifestVersion is the plugin version declared in manifest.json, which is
+// the compat-2026.916 profile's; ManifestJSON gives each profile's own.
 func ManifestVersion() string {
 	var m Manifest
 	if err := json.Unmarshal(daytonaworker.ManifestJSON, &m); err != nil {
@@ -75,7 +77,37 @@ func ManifestVersion() string {
 	return m.Version
 }
 
-// ManifestJSON returns the manifest of a profile as compact JSON.
+// currentVersionTag marks the current profile's version. The host refreshes a
+// saved manifest only when its version string changes, and npm keys packages
+// by version, so the two profiles must never share one: manifest.json's
+// version is the compat profile's, and the current profile's is the same
+// version with this prerelease identifier (0.1.0 -> 0.1.0-current). A
+// prerelease, not build metadata: npm and semver ignore build metadata when
+// comparing versions, so 0.1.0+current could not be published next to 0.1.0;
+// and a prerelease is never what a plain `npm install <name>` picks, which
+// keeps the package the published host accepts the default.
+const currentVersionTag = "current"
+
+// profileVersion is the manifest (and npm package) version of profile p for
+// manifest.json's version v.
+func profileVersion(v string, p Profile) string {
+	if p != ProfileCurrent {
+		return v
+	}
+	core, build, hasBuild := strings.Cut(v, "+")
+	sep := "-"
+	if strings.Contains(core, "-") {
+		sep = "." // already a prerelease: add an identifier to it
+	}
+	out := core + sep + currentVersionTag
+	if hasBuild {
+		out += "+" + build
+	}
+	return out
+}
+
+// ManifestJSON returns the manifest of a profile as compact JSON, with the
+// profile's own version.
 func ManifestJSON(p Profile) ([]byte, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(daytonaworker.ManifestJSON, &doc); err != nil {
@@ -94,6 +126,9 @@ func ManifestJSON(p Profile) ([]byte, error) {
 		}
 	default:
 		return nil, fmt.Errorf("unknown manifest profile %q (want one of %v)", p, Profiles)
+	}
+	if v, ok := doc["version"].(string); ok {
+		doc["version"] = profileVersion(v, p)
 	}
 	return json.Marshal(doc)
 }

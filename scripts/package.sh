@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
 # Builds the npm package (`make package`):
 #   1. the host binary bin/daytona-worker,
-#   2. npm/manifest.js generated from `daytona-worker manifest --profile $PROFILE`,
+#   2. manifest.js generated from `daytona-worker manifest --profile $PROFILE`,
 #   3. static binaries for linux/amd64, linux/arm64, darwin/amd64, darwin/arm64
-#      in npm/bin/<platform>-<arch>/daytona-worker (CGO_ENABLED=0, -trimpath),
-#   4. `npm pack` into dist/ (dist/<profile>/ for a profile other than the
-#      default), and prints the tarball path as the last line of stdout.
+#      in bin/<platform>-<arch>/daytona-worker (CGO_ENABLED=0, -trimpath),
+#   4. `npm pack` of npm/ plus those files and LICENSE, staged in a temporary
+#      directory (the repository's npm/ is never written), into dist/
+#      (dist/<profile>/ for a profile other than the default), and prints the
+#      tarball path as the last line of stdout.
 #
 # PROFILE: compat-2026.916 (default; the published host 2026.916.1) or current.
-# GO_DIR / GO_PKG: where the worker's main package lives (defaults: this repo,
-# ./cmd/daytona-worker); only for trying the packaging against another build.
+# The package version is the profile's manifest version: npm/package.json
+# holds manifest.json's version (the compat profile's), and the current
+# profile's is that version with the prerelease tag "current" (0.1.0 ->
+# 0.1.0-current), so the two packages never share a version.
+#
+# Knobs for tests and experiments: DIST_DIR (where the tarball goes),
+# HOST_BIN (where the host binary goes, default bin/daytona-worker),
+# PLATFORMS (space-separated GOOS/GOARCH list, default the four above),
+# GO_DIR / GO_PKG (where the worker's main package lives; defaults: this repo,
+# ./cmd/daytona-worker).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -17,32 +27,37 @@ PROFILE=${PROFILE:-compat-2026.916}
 GO=${GO:-go}
 GO_DIR=${GO_DIR:-$ROOT}
 GO_PKG=${GO_PKG:-./cmd/daytona-worker}
+HOST_BIN=${HOST_BIN:-$ROOT/bin/daytona-worker}
+PLATFORMS=${PLATFORMS:-linux/amd64 linux/arm64 darwin/amd64 darwin/arm64}
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 LDFLAGS="-s -w"
 
 case "$PROFILE" in
-  compat-2026.916) OUT_DIR=$ROOT/dist ;;
-  current) OUT_DIR=$ROOT/dist/current ;;
+  compat-2026.916) OUT_DIR=${DIST_DIR:-$ROOT/dist} ;;
+  current) OUT_DIR=${DIST_DIR:-$ROOT/dist/current} ;;
   *) echo "package: unknown PROFILE '$PROFILE' (want compat-2026.916 or current)" >&2; exit 2 ;;
 esac
 
 log() { echo "package: $*" >&2; }
 
-log "building host binary bin/daytona-worker"
-mkdir -p "$ROOT/bin"
-(cd "$GO_DIR" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "$LDFLAGS" -o "$ROOT/bin/daytona-worker" "$GO_PKG")
+stage=$(mktemp -d "${TMPDIR:-/tmp}/daytona-package.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+cp "$ROOT/npm/worker.mjs" "$ROOT/LICENSE" "$stage/"
 
-log "generating npm/manifest.js (profile $PROFILE)"
-manifest_json=$(mktemp)
-trap 'rm -f "$manifest_json"' EXIT
-"$ROOT/bin/daytona-worker" manifest --profile "$PROFILE" >"$manifest_json"
-# node writes the module and checks that the package and the manifest agree:
-# the host spawns manifest.entrypoints.worker, so it must be the launcher, and
-# the host refreshes a saved manifest only when its version changes, so the
-# npm version follows the manifest version.
-node - "$manifest_json" "$ROOT/npm/package.json" "$ROOT/npm/manifest.js" "$PROFILE" <<'EOF'
+log "building host binary ${HOST_BIN#"$ROOT"/}"
+mkdir -p "$(dirname "$HOST_BIN")"
+(cd "$GO_DIR" && CGO_ENABLED=0 "$GO" build -trimpath -ldflags "$LDFLAGS" -o "$HOST_BIN" "$GO_PKG")
+
+log "generating manifest.js (profile $PROFILE)"
+"$HOST_BIN" manifest --profile "$PROFILE" >"$stage/manifest.json"
+# node writes the module and the staged package.json and checks that they
+# agree: the host spawns manifest.entrypoints.worker, so it must be the
+# launcher, and the host refreshes a saved manifest only when its version
+# changes, so the npm version is the profile's manifest version.
+node - "$stage/manifest.json" "$ROOT/npm/package.json" "$ROOT/manifest.json" "$stage" "$PROFILE" <<'JS'
 const fs = require("node:fs");
-const [manifestPath, pkgPath, outPath, profile] = process.argv.slice(2);
+const path = require("node:path");
+const [manifestPath, pkgPath, baseManifestPath, stage, profile] = process.argv.slice(2);
 const fail = (msg) => { console.error(`package: ${msg}`); process.exit(1); };
 let manifest;
 try {
@@ -52,34 +67,39 @@ try {
 }
 if (manifest === null || typeof manifest !== "object" || Array.isArray(manifest)) fail("the manifest is not a JSON object");
 const pkg = JSON.parse(fs.readFileSync(pkgPath, "utf8"));
-if (pkg.version !== manifest.version) {
-  fail(`npm/package.json version ${pkg.version} differs from the manifest version ${manifest.version}; set npm/package.json "version" to ${JSON.stringify(manifest.version)}`);
+const base = JSON.parse(fs.readFileSync(baseManifestPath, "utf8")).version;
+if (pkg.version !== base) {
+  fail(`npm/package.json version ${pkg.version} differs from manifest.json version ${base}; set npm/package.json "version" to ${JSON.stringify(base)}`);
+}
+if (typeof manifest.version !== "string" || !manifest.version.startsWith(base)) {
+  fail(`the ${profile} manifest version ${JSON.stringify(manifest.version)} is not derived from manifest.json version ${base}`);
 }
 const worker = manifest.entrypoints && manifest.entrypoints.worker;
 if (worker !== pkg.paperclipPlugin.worker) {
   fail(`manifest entrypoints.worker ${JSON.stringify(worker)} differs from package.json paperclipPlugin.worker ${JSON.stringify(pkg.paperclipPlugin.worker)}`);
 }
+fs.writeFileSync(path.join(stage, "package.json"), JSON.stringify({ ...pkg, version: manifest.version }, null, 2) + "\n");
 const body = JSON.stringify(manifest, null, 2);
-fs.writeFileSync(outPath,
+fs.writeFileSync(path.join(stage, "manifest.js"),
   `// Generated by scripts/package.sh from \`daytona-worker manifest --profile ${profile}\`. Do not edit.\n` +
   `// Loaded by the Paperclip host with import(); pure data.\n` +
   `export default ${body};\n`);
-EOF
+fs.unlinkSync(manifestPath);
+JS
 
-rm -rf "$ROOT/npm/bin"
-for target in linux/amd64 linux/arm64 darwin/amd64 darwin/arm64; do
+for target in $PLATFORMS; do
   goos=${target%/*}
   goarch=${target#*/}
   case "$goarch" in amd64) nodearch=x64 ;; *) nodearch=$goarch ;; esac
-  out="$ROOT/npm/bin/$goos-$nodearch/daytona-worker"
-  log "cross-compiling $goos/$goarch -> npm/bin/$goos-$nodearch/daytona-worker"
+  out="$stage/bin/$goos-$nodearch/daytona-worker"
+  log "cross-compiling $goos/$goarch -> bin/$goos-$nodearch/daytona-worker"
   (cd "$GO_DIR" && CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch "$GO" build -trimpath -ldflags "$LDFLAGS" -o "$out" "$GO_PKG")
   chmod 0755 "$out"
 done
 
 mkdir -p "$OUT_DIR"
 log "npm pack -> ${OUT_DIR#"$ROOT"/}/"
-tarball=$(cd "$ROOT/npm" && npm pack --ignore-scripts --silent --pack-destination "$OUT_DIR" | tail -n 1)
+tarball=$(cd "$stage" && npm pack --ignore-scripts --silent --pack-destination "$OUT_DIR" | tail -n 1)
 path="$OUT_DIR/$tarball"
 [ -f "$path" ] || { log "npm pack did not produce $path"; exit 1; }
 log "$(du -h "$path" | cut -f1) $path"

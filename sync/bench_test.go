@@ -42,7 +42,7 @@ func startSim(b *testing.B) *sim {
 	build := osexec.Command("go", "build", "-o", bin, "../cmd/daytona-sim")
 	build.Stderr = os.Stderr
 	require.NoError(b, build.Run())
-	cmd := osexec.Command(bin, "-disk-bytes", strconv.FormatInt(64<<30, 10), "-dir", b.TempDir())
+	cmd := osexec.Command(bin, "-stop-on-eof", "-disk-bytes", strconv.FormatInt(64<<30, 10), "-dir", b.TempDir())
 	stdin, err := cmd.StdinPipe()
 	require.NoError(b, err)
 	out, err := cmd.StdoutPipe()

@@ -275,7 +275,8 @@ type sim struct {
 }
 
 func startSim(ctx context.Context, bin string) (*sim, error) {
-	cmd := exec.CommandContext(ctx, bin)
+	// -stop-on-eof: closing the pipe stops it, and so does our own death.
+	cmd := exec.CommandContext(ctx, bin, "-stop-on-eof")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -305,7 +306,7 @@ func startSim(ctx context.Context, bin string) (*sim, error) {
 }
 
 func (s *sim) stop() {
-	_ = s.stdin.Close() // it stops at stdin EOF
+	_ = s.stdin.Close() // it stops at stdin EOF (-stop-on-eof)
 	done := make(chan struct{})
 	go func() { _ = s.cmd.Wait(); close(done) }()
 	select {

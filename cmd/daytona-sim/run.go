@@ -17,6 +17,10 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+func usagef(format string, a ...any) error {
+	return &usageError{fmt.Sprintf(format, a...) + " (see daytona-sim -help)"}
+}
+
 func exitCode(err error) int {
 	var ue *usageError
 	if errors.As(err, &ue) {
@@ -34,29 +38,49 @@ type ready struct {
 	Dir             string `json:"dir"`
 }
 
-// Run serves the emulator until ctx ends or stdin reaches EOF (unless
-// -stdin-eof=false). It returns nil on a clean stop.
+const usageHead = `usage: daytona-sim [flags]
+
+daytona-sim is an emulator of the Daytona API for tests and demos, not Daytona.
+It serves the Daytona REST and toolbox API on 127.0.0.1 and prints one JSON
+line on stdout: {"apiUrl","apiKey","toolboxProxyUrl","organizationId","dir"};
+point a daytona-worker environment's apiUrl and apiKey at it.
+
+Sandbox commands really run on this machine, as the user running daytona-sim,
+with that user's permissions: a "sandbox" is a directory under -dir, not an
+isolated machine. Run it only for code you would run yourself.
+
+It serves until SIGINT or SIGTERM (or, with -stop-on-eof, until stdin ends).
+
+Flags:
+`
+
+// Run serves the emulator until ctx ends, or until stdin reaches EOF when
+// -stop-on-eof is given. It returns nil on a clean stop.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("daytona-sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// Errors are reported by main as one line; help goes to stdout in full.
+	fs.SetOutput(io.Discard)
 	port := fs.Int("port", 0, "TCP port on 127.0.0.1 (0 picks a free one)")
 	apiKey := fs.String("api-key", "", "bearer token to accept (default: random)")
 	dir := fs.String("dir", "", "directory for the sandbox trees (default: a temp dir removed on exit)")
 	delay := fs.Duration("transition-delay", 0, "duration of each intermediate lifecycle state (default 5ms)")
 	disk := fs.Int64("disk-bytes", 0, "disk allocation of every new sandbox in bytes (default: its disk GiB)")
-	stdinEOF := fs.Bool("stdin-eof", true, "stop when stdin reaches EOF")
+	stopOnEOF := fs.Bool("stop-on-eof", false, "also stop when stdin reaches EOF (for a parent that holds a stdin pipe)")
 	verbose := fs.Bool("v", false, "log emulator events to stderr")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageHead)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
 			return nil
 		}
-		return &usageError{err.Error()}
+		return usagef("%v", err)
 	}
 	if fs.NArg() > 0 {
-		return &usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	if *port < 0 || *port > 65535 {
-		return &usageError{fmt.Sprintf("invalid -port %d", *port)}
+		return usagef("invalid -port %d", *port)
 	}
 	var opts []daytonatest.Option
 	if *apiKey != "" {
@@ -90,7 +114,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fmt.Fprintf(stderr, "daytona-sim: serving %s\n", apiURL)
 
 	eof := make(chan struct{})
-	if *stdinEOF && stdin != nil {
+	if *stopOnEOF && stdin != nil {
 		// This goroutine may outlive Run if stdin never ends; it only reads.
 		go func() {
 			_, _ = io.Copy(io.Discard, stdin)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -19,7 +20,7 @@ func TestRunServesUntilStdinEOF(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(context.Background(), []string{"-api-key", "k-test", "-dir", t.TempDir()}, inR, outW, io.Discard)
+		done <- Run(context.Background(), []string{"-stop-on-eof", "-api-key", "k-test", "-dir", t.TempDir()}, inR, outW, io.Discard)
 		outW.Close()
 	}()
 	line, err := bufio.NewReader(outR).ReadString('\n')
@@ -60,7 +61,7 @@ func TestRunStopsOnContext(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, []string{"-stdin-eof=false"}, nil, outW, io.Discard)
+		done <- Run(ctx, nil, nil, outW, io.Discard)
 		outW.Close()
 	}()
 	_, err := bufio.NewReader(outR).ReadString('\n')
@@ -70,10 +71,67 @@ func TestRunStopsOnContext(t *testing.T) {
 	go io.Copy(io.Discard, outR)
 }
 
+// TestRunKeepsServingAfterStdinEOF: `daytona-sim </dev/null &` is how a
+// person starts it in the background; stdin at EOF must not stop it unless
+// -stop-on-eof asks for that.
+func TestRunKeepsServingAfterStdinEOF(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stdin := strings.NewReader("") // at EOF from the start, like /dev/null
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"-api-key", "k-eof", "-dir", t.TempDir()}, stdin, outW, io.Discard)
+		outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	require.NoError(t, err)
+	var r ready
+	require.NoError(t, json.Unmarshal([]byte(line), &r))
+
+	// A request after stdin is (or could have been) read to EOF is served.
+	for i := range 2 {
+		reqCtx, reqCancel := context.WithTimeout(ctx, 30*time.Second)
+		req, _ := http.NewRequestWithContext(reqCtx, "GET", r.APIURL+"/sandbox", nil)
+		req.Header.Set("Authorization", "Bearer k-eof")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err, "request %d after stdin EOF", i)
+		resp.Body.Close()
+		reqCancel()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("daytona-sim stopped on stdin EOF without -stop-on-eof (err=%v)", err)
+	default:
+	}
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestRunHelp(t *testing.T) {
+	for _, flag := range []string{"-h", "-help", "--help"} {
+		var out bytes.Buffer
+		err := Run(context.Background(), []string{flag}, nil, &out, io.Discard)
+		require.NoError(t, err, flag)
+		assert.Contains(t, out.String(), "emulator of the Daytona API")
+		assert.Contains(t, out.String(), "Sandbox commands really run on this machine")
+		assert.Contains(t, out.String(), "-stop-on-eof")
+		assert.Contains(t, out.String(), "-api-key")
+	}
+}
+
 func TestRunUsageErrors(t *testing.T) {
-	err := Run(context.Background(), []string{"-port", "-1"}, nil, io.Discard, io.Discard)
-	require.Error(t, err)
-	assert.Equal(t, 2, exitCode(err))
-	err = Run(context.Background(), []string{"extra"}, nil, io.Discard, io.Discard)
-	assert.Equal(t, 2, exitCode(err))
+	// Cancelled: were an argument accepted, Run would stop at once instead
+	// of serving until the test times out.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, args := range [][]string{{"-port", "-1"}, {"extra"}, {"-stdin-eof=false"}, {"-nope"}, {"-port"}} {
+		var errb bytes.Buffer
+		err := Run(ctx, args, nil, io.Discard, &errb)
+		require.Error(t, err, "%q", args)
+		assert.Equal(t, 2, exitCode(err), "%q", args)
+		assert.NotContains(t, err.Error(), "\n", "one line: %q", args)
+		assert.Empty(t, errb.String(), "the error is reported once, by main")
+	}
 }

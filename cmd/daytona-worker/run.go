@@ -18,10 +18,15 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// usageError is a command-line mistake; it exits with code 2.
+// usageError is a command-line or environment mistake; it exits with code 2
+// and its message is one line.
 type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error {
+	return &usageError{fmt.Sprintf(format, a...) + " (see daytona-worker --help)"}
+}
 
 func exitCode(err error) int {
 	var ue *usageError
@@ -35,12 +40,93 @@ func exitCode(err error) int {
 	}
 }
 
-const usage = `usage: daytona-worker [serve | version | manifest --profile current|compat-2026.916]
+// defaultProfile is the manifest profile `daytona-worker manifest` prints
+// without --profile: the one the published host accepts, which is also what
+// `make package` builds by default.
+const defaultProfile = provider.ProfileCompat2026916
 
-  serve     speak JSON-RPC 2.0 over stdio with the Paperclip host (default)
+const topUsage = `usage: daytona-worker [serve | version | manifest [--profile P] | help [command]]
+
+daytona-worker is the Paperclip sandbox-provider plugin worker for Daytona.
+The Paperclip host starts it through the npm package's launcher (worker.mjs);
+it is not an interactive program.
+
+Commands:
+  serve     speak JSON-RPC 2.0 with the Paperclip host: one JSON object per
+            line on stdin, answers on stdout, logs on stderr (the default)
   version   print the worker version
   manifest  print the plugin manifest of a profile as JSON
+
+Run "daytona-worker COMMAND --help" for one command.
 `
+
+const serveUsage = `usage: daytona-worker [serve]
+
+Speak JSON-RPC 2.0 with the Paperclip host: one JSON object per line on stdin,
+answers and notifications on stdout, JSON logs on stderr. Exits when stdin
+ends, on SIGTERM/SIGINT/SIGHUP, or when its parent process goes away. serve
+takes no arguments; everything else comes from the host's requests.
+`
+
+const versionUsage = `usage: daytona-worker version
+
+Print the worker version, the Go version and the platform.
+`
+
+const manifestUsage = `usage: daytona-worker manifest [--profile P]
+
+Print the plugin manifest as one line of JSON. Profiles:
+  compat-2026.916  (default) for the published Paperclip host 2026.916.1,
+                   which rejects unknown environment-driver keys; what
+                   "make package" builds
+  current          for hosts of the newer contract: adds
+                   defaultAcquireTimeoutMs and creationOperationVersion
+The two profiles carry different versions (see README, Compatibility), so a
+host that saved one refreshes it when the other is installed.
+`
+
+// envHelp lists every environment variable the worker (and its npm launcher)
+// reads; each command's help ends with it.
+const envHelp = `
+Environment:
+  DAYTONA_WORKER_LOG_LEVEL   stderr log level: debug, info, warn (default) or
+                             error; any other value is an error
+  DAYTONA_WORKER_PARENT_PID  set by the npm launcher when it spawns the worker:
+                             the worker exits when its parent is no longer
+                             this process (default: the parent at start)
+  DAYTONA_API_KEY            Daytona API key used when an environment's config
+                             has none (the host passes it only to some plugins;
+                             prefer the key on the environment)
+  GOMEMLIMIT                 Go soft memory limit (default 160MiB)
+  DAYTONA_WORKER_LAUNCH      read by the npm launcher, not the binary: "spawn"
+                             forces its spawn fallback instead of execve
+`
+
+// stdinIsTerminal reports whether the worker's stdin is a terminal; a
+// variable so tests can pretend.
+var stdinIsTerminal = func(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && isTerminal(f.Fd())
+}
+
+// ttyNotice is the one line a person who runs the worker by hand sees: it
+// is waiting for protocol frames, not hanging.
+const ttyNotice = "daytona-worker: speaking JSON-RPC 2.0 on stdin/stdout (one JSON object per line) for the Paperclip host; not an interactive program (see daytona-worker --help; Ctrl-D ends)"
+
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "-help" }
+
+// noArgs accepts an empty argument list or a lone help flag.
+func noArgs(cmd string, args []string, help string, stdout io.Writer) (helped bool, err error) {
+	switch {
+	case len(args) == 0:
+		return false, nil
+	case len(args) == 1 && isHelp(args[0]):
+		fmt.Fprint(stdout, help+envHelp)
+		return true, nil
+	default:
+		return false, usagef("%s takes no arguments, got %q", cmd, args[0])
+	}
+}
 
 // Run is the whole program behind main, with explicit I/O so tests can run it
 // in-process.
@@ -49,38 +135,81 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
 	}
-	switch cmd {
-	case "serve":
-		if len(args) > 0 {
-			return &usageError{"serve takes no arguments\n" + usage}
+	switch {
+	case cmd == "serve":
+		if helped, err := noArgs(cmd, args, serveUsage, stdout); helped || err != nil {
+			return err
 		}
-		return serve(ctx, stdin, stdout, stderr, serveOptions{watchParent: true})
-	case "version", "--version", "-v":
-		fmt.Fprintf(stdout, "daytona-worker %s (%s %s/%s)\n", provider.ManifestVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-		return nil
-	case "manifest":
-		fs := flag.NewFlagSet("manifest", flag.ContinueOnError)
-		fs.SetOutput(stderr)
-		profile := fs.String("profile", string(provider.ProfileCurrent), "manifest profile: current or compat-2026.916")
-		if err := fs.Parse(args); err != nil {
-			return &usageError{err.Error()}
-		}
-		b, err := provider.ManifestJSON(provider.Profile(*profile))
+		level, err := logLevel(os.Getenv(logLevelEnv))
 		if err != nil {
-			return &usageError{err.Error()}
+			return err
 		}
-		_, err = fmt.Fprintf(stdout, "%s\n", b)
+		if stdinIsTerminal(stdin) {
+			fmt.Fprintln(stderr, ttyNotice)
+		}
+		return serve(ctx, stdin, stdout, stderr, serveOptions{watchParent: true, level: level})
+	case cmd == "version" || cmd == "--version" || cmd == "-v":
+		if helped, err := noArgs(cmd, args, versionUsage, stdout); helped || err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(stdout, "daytona-worker %s (%s %s/%s)\n", provider.ManifestVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return err
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
+	case cmd == "manifest":
+		return manifest(args, stdout)
+	case cmd == "help" || isHelp(cmd):
+		help := topUsage
+		if len(args) > 0 {
+			switch args[0] {
+			case "serve":
+				help = serveUsage
+			case "version":
+				help = versionUsage
+			case "manifest":
+				help = manifestUsage
+			default:
+				return usagef("no help for unknown command %q", args[0])
+			}
+			args = args[1:]
+		}
+		if len(args) > 0 {
+			return usagef("%s takes at most one command name, got %q", cmd, args[0])
+		}
+		_, err := fmt.Fprint(stdout, help+envHelp)
+		return err
 	default:
-		return &usageError{fmt.Sprintf("unknown command %q\n%s", cmd, usage)}
+		return usagef("unknown command %q", cmd)
 	}
+}
+
+func manifest(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("manifest", flag.ContinueOnError)
+	// The flag package's own messages are several lines and its usage text
+	// is not ours: report one line instead.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	profile := fs.String("profile", string(defaultProfile), "")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			_, err = fmt.Fprint(stdout, manifestUsage+envHelp)
+			return err
+		}
+		return usagef("manifest: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return usagef("manifest takes no arguments besides --profile, got %q", fs.Arg(0))
+	}
+	b, err := provider.ManifestJSON(provider.Profile(*profile))
+	if err != nil {
+		return usagef("manifest: %v", err)
+	}
+	_, err = fmt.Fprintf(stdout, "%s\n", b)
+	return err
 }
 
 type serveOptions struct {
 	watchParent bool
+	// level is the stderr log level (the zero value is info).
+	level slog.Level
 	// register adds methods beyond the product's (tests only).
 	register func(*rpc.Registry)
 }
@@ -94,7 +223,7 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o ser
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit)
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: logLevel()}))
+	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.level}))
 	reg := productRegistry(logger)
 	if o.register != nil {
 		o.register(reg)
@@ -116,14 +245,35 @@ func productRegistry(logger *slog.Logger) *rpc.Registry {
 	return reg
 }
 
-// logLevel reads DAYTONA_WORKER_LOG_LEVEL (debug, info, warn, error). The
-// host logs every stderr line at warn, so the default is warn.
-func logLevel() slog.Level {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(strings.TrimSpace(os.Getenv("DAYTONA_WORKER_LOG_LEVEL")))); err != nil {
-		return slog.LevelWarn
+// logLevelEnv names the stderr log level.
+const logLevelEnv = "DAYTONA_WORKER_LOG_LEVEL"
+
+// logLevel parses DAYTONA_WORKER_LOG_LEVEL: debug, info, warn or error, any
+// case; empty means warn, because the host logs every stderr line at warn.
+// Anything else is refused rather than guessed: a typo would otherwise hide
+// the very logs the operator asked for.
+func logLevel(v string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return slog.LevelWarn, nil
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
 	}
-	return l
+	return 0, usagef("%s=%q is not a log level; use debug, info, warn or error", logLevelEnv, truncate(v, 64))
+}
+
+// truncate keeps an echoed environment value short.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 // parentPIDEnv is set by the npm launcher when it spawns the worker instead of

@@ -30,7 +30,10 @@ const runAsWorker = "_DAYTONA_WORKER_TEST_RUN_AS_WORKER"
 func TestMain(m *testing.M) {
 	switch os.Getenv(runAsWorker) {
 	case "serve":
-		err := serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, serveOptions{watchParent: true, register: testMethods})
+		level, err := logLevel(os.Getenv(logLevelEnv))
+		if err == nil {
+			err = serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, serveOptions{watchParent: true, register: testMethods, level: level})
+		}
 		os.Exit(exitCode(err))
 	case "parent":
 		// A stand-in launcher: start the worker with our stdin, print its
