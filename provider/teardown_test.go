@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
@@ -474,12 +473,10 @@ func TestStopTypedErrors(t *testing.T) {
 		l := e.acquire(nil)
 		id := *l.ProviderLeaseID
 		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
-		e.srv.Inject(daytonatest.Fault{Route: rRecover, Hang: true})
-		// The worker cuts recovery at 20 s; the host's own deadline here is
-		// shorter, which must end the same way.
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		_, err := e.callCtx(ctx, "environmentStopLease", e.leaseParams(l, nil))
+		hang := e.srv.Inject(daytonatest.Fault{Route: rRecover, Hang: true})
+		// The worker cuts recovery at 20 s; the host's own deadline here
+		// passes once the recover hangs, which must end the same way.
+		_, err := e.callExpiringWhen("environmentStopLease", e.leaseParams(l, nil), func() bool { return hang.Hits() > 0 })
 		se := stopErrorOf(t, err, id, StopRecoverUnfinished)
 		require.Equal(t, "error", se.SandboxState)
 		require.Equal(t, 1, e.srv.CountRequests("POST", rRecover))
@@ -494,9 +491,15 @@ func TestStopTypedErrors(t *testing.T) {
 		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
 		release := e.srv.HoldTransitions(id) // recovery accepted, never reaches started
 		defer release()
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		_, err := e.callCtx(ctx, "environmentStopLease", e.leaseParams(l, nil))
+		// The host's deadline passes once the recover was accepted.
+		_, err := e.callExpiringWhen("environmentStopLease", e.leaseParams(l, nil), func() bool {
+			for _, r := range e.srv.Requests() {
+				if r.Method == "POST" && r.Route == rRecover && r.Done {
+					return true
+				}
+			}
+			return false
+		})
 		se := stopErrorOf(t, err, id, StopRecoverUnfinished)
 		require.NotEqual(t, "started", se.SandboxState)
 		require.Zero(t, e.srv.CountRequests("POST", rStop))
