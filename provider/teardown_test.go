@@ -220,7 +220,9 @@ func TestTeardownTerminatesWhenBridgeActivityNeverSettles(t *testing.T) {
 	for _, method := range []string{"environmentReleaseLease", "environmentDestroyLease"} {
 		t.Run(method, func(t *testing.T) {
 			t.Parallel()
-			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 100})
+			// The liveness bound ends the hung drain; it also bounds the
+			// healthy fresh read, so it is far above one on a loaded machine.
+			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 5000})
 			l := e.acquire(nil)
 			id := *l.ProviderLeaseID
 			gate := make(chan struct{})
@@ -328,12 +330,14 @@ func TestStopRetentionPolicyFailuresNeverStop(t *testing.T) {
 		"setter failed":  {daytonatest.Fault{Route: rAutodel, Status: 500}, "Internal Server Error"},
 		"refresh failed": {daytonatest.Fault{Method: "GET", Route: rSandbox, Skip: 1, Status: 503}, "Service Unavailable"},
 		"not confirmed":  {daytonatest.Fault{Route: rAutodel, Unsettled: true}, "Daytona retention policy was not confirmed"},
-		"setter hangs":   {daytonatest.Fault{Route: rAutodel, Hang: true}, `"sandbox.setAutoDeleteInterval" did not respond within 150 ms`},
+		"setter hangs":   {daytonatest.Fault{Route: rAutodel, Hang: true}, `"sandbox.setAutoDeleteInterval" did not respond within 5000 ms`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 150})
+			// Healthy bounded reads run in every case: the bound is far
+			// above one on a loaded machine and only ends the hang.
+			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 5000})
 			l := e.acquire(nil)
 			id := *l.ProviderLeaseID
 			e.srv.Inject(tc.fault)
