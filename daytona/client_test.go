@@ -668,11 +668,19 @@ func TestWaitHelpers(t *testing.T) {
 	require.NoError(t, f.c.Sandboxes.DeleteAndWait(t.Context(), "gone-by-name"))
 	require.NoError(t, f.c.Sandboxes.DeleteAndWait(t.Context(), "never"), "deleting an unknown sandbox succeeds")
 
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Millisecond)
-	defer cancel()
+	// The deadline case: the caller's deadline passes while the sandbox is
+	// still starting. The deadline passes when the server has answered
+	// twice, not after a wall-clock interval: a short real timeout could
+	// pass before the first answer on a loaded machine, and the wait would
+	// then rightly report no state at all.
+	ctx := newManualDeadline(t.Context())
+	var polls atomic.Int32
 	fast := newFixture(t)
 	fast.handle("GET /api/sandbox/{id}", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, 200, sandboxJSON("stuck", "stuck", StateStarting))
+		if polls.Add(1) == 2 {
+			ctx.expire()
+		}
 	})
 	// Real sleeping poller for the deadline case.
 	fast.c.retry.Sleep = sleepCtx
@@ -680,6 +688,7 @@ func TestWaitHelpers(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	assert.ErrorIs(t, err, ErrTimeout)
 	assert.Equal(t, StateStarting, se.State)
+	assert.GreaterOrEqual(t, polls.Load(), int32(2), "polled until the deadline")
 
 	_, err = f.c.Sandboxes.WaitUntilStopped(t.Context(), "unknown")
 	require.NoError(t, err, "an ephemeral sandbox deleted by stop ends the wait")
@@ -699,4 +708,30 @@ func TestMissingContainerReason(t *testing.T) {
 	assert.True(t, sb.ContainerMissing())
 	sb.State = StateStopped
 	assert.False(t, sb.ContainerMissing())
+}
+
+// manualDeadline is a context whose deadline passes when the test calls
+// expire, so a deadline case depends on what the code has done, not on how
+// fast a loaded machine runs it.
+type manualDeadline struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newManualDeadline(parent context.Context) *manualDeadline {
+	return &manualDeadline{Context: parent, done: make(chan struct{})}
+}
+
+func (c *manualDeadline) expire() { c.once.Do(func() { close(c.done) }) }
+
+func (c *manualDeadline) Done() <-chan struct{} { return c.done }
+
+func (c *manualDeadline) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }

@@ -35,9 +35,11 @@ func TestOneStreamCallOneStatusReadOneSnapshot(t *testing.T) {
 }
 
 func TestEarlyStatusReadEndsFollowWithoutWaitingForClose(t *testing.T) {
-	// The socket stays silent; an early status read (real clock, 25 ms...)
-	// sees the exit, the final snapshot supplies the output.
-	e := newEnv(t)
+	// The socket stays silent; the first early status read (25 ms on the
+	// fake clock) sees the exit, the final snapshot supplies the output. A
+	// real clock would let a loaded machine overrun the reads' 500 ms
+	// bound and make further early reads.
+	e := newEnv(t, withFakeClock)
 	e.srv.Inject(daytonatest.Fault{Route: rLogs, WSSilent: true, Times: 1})
 	// The fast-path read is held until the command has exited and then
 	// answers "running" (as a read racing the exit would).
@@ -53,6 +55,9 @@ func TestEarlyStatusReadEndsFollowWithoutWaitingForClose(t *testing.T) {
 	_, err := e.srv.AwaitCommand(ctxT(t), d.Sandbox, d.Session, d.CommandID)
 	require.NoError(t, err)
 	close(release)
+	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1), "the follow connects")
+	e.awaitTimer(25 * time.Millisecond)
+	e.clock.Advance(25 * time.Millisecond)
 	res, err := e.wait(ch)
 	require.NoError(t, err)
 	assert.Equal(t, 0, *res.ExitCode)

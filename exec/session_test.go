@@ -75,7 +75,10 @@ func TestSessionSeparatesStreamsAndReusesOneSession(t *testing.T) {
 }
 
 func TestFastPathCommandExitedBeforeFirstStatusRead(t *testing.T) {
-	e := newEnv(t)
+	// Fake clock: the held read's 500 ms bound must not run out while a
+	// loaded machine runs the command (the read would then fail and the
+	// follow path would be taken).
+	e := newEnv(t, withFakeClock)
 	release := make(chan struct{})
 	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rStatus, Times: 1, Gate: release})
 	rec := newRecorder()

@@ -89,7 +89,16 @@ func TestCreateHangSpendsBudgetAndReportsEnvelope(t *testing.T) {
 	require.Zero(t, e.srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
 
 	// The host later resolves it through destroy with the journaled envelope:
-	// first the observation, then the deletion.
+	// first the observation, then the deletion. Whether the create above
+	// reached Daytona before its 400 ms ran out depends on the machine, so
+	// the resolution starts from a create that certainly allocated: it
+	// hangs after allocating, and the host's deadline passes only then.
+	e = newTestEnv(t, nil)
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Perform: true, Hang: true, Times: 1})
+	ce = envelopeOf(t, e.acquireExpiringWhen(e.allocated(1)))
+	require.Equal(t, "Daytona lease acquisition timed out; allocation cleanup is pending", ce.Message)
+	require.Equal(t, "create", ce.Diagnostic.Phase)
+	require.Empty(t, ce.Envelope.ObservedProviderLeaseID, "uncertain create: nothing observed")
 	env := ce.Envelope
 	p := map[string]any{"driverKey": "daytona", "companyId": "company-1", "environmentId": "env-1", "config": e.cfg,
 		"providerLeaseId": env.ProviderLeaseID, "leaseMetadata": map[string]any{"failedCreateCleanup": env}}
@@ -112,9 +121,9 @@ func TestCreateHangSpendsBudgetAndReportsEnvelope(t *testing.T) {
 }
 
 func TestFailedCreateCleanupIsFenced(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"timeoutMs": 400})
+	e := newTestEnv(t, nil)
 	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Perform: true, Hang: true, Times: 1})
-	env := envelopeOf(t, e.acquireErr(nil)).Envelope
+	env := envelopeOf(t, e.acquireExpiringWhen(e.allocated(1))).Envelope
 	base := func() map[string]any {
 		return map[string]any{"driverKey": "daytona", "companyId": "company-1", "environmentId": "env-1", "config": e.cfg,
 			"providerLeaseId": env.ProviderLeaseID}
@@ -164,9 +173,11 @@ func TestSetupAndInlineDeleteBothFailingKeepOwnership(t *testing.T) {
 }
 
 func TestSetupHangAfterCreateJournalsObservedID(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"timeoutMs": 500})
-	e.srv.Inject(daytonatest.Fault{Route: "/process/execute", Hang: true})
-	ce := envelopeOf(t, e.acquireErr(nil))
+	// The host's deadline passes once setup hangs (a short acquire budget
+	// could also run out before the create finished, on a loaded machine).
+	e := newTestEnv(t, nil)
+	hang := e.srv.Inject(daytonatest.Fault{Route: "/process/execute", Hang: true})
+	ce := envelopeOf(t, e.acquireExpiringWhen(func() bool { return hang.Hits() > 0 }))
 	require.Equal(t, "workspace", ce.Diagnostic.Phase)
 	require.NotEmpty(t, ce.Envelope.ObservedProviderLeaseID)
 	require.Zero(t, e.srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"), "a spent budget deletes nothing")

@@ -164,7 +164,13 @@ func TestFailedCreateHungLookupOrDeleteIsBounded(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e, ce := uncertainCreate(t, map[string]any{"timeoutMs": 800}, f)
+			// The call's deadline passes once the cleanup hangs (a short
+			// acquire budget could also run out before the create reached
+			// Daytona, on a loaded machine, and then nothing is allocated).
+			e := newTestEnv(t, nil)
+			e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Perform: true, Status: 500, Times: 1})
+			hang := e.srv.Inject(f)
+			ce := envelopeOf(t, e.acquireExpiringWhen(func() bool { return hang.Hits() > 0 }))
 			require.Equal(t, "Daytona lease acquisition timed out; allocation cleanup is pending", ce.Message)
 			require.Len(t, e.live(), 1, "nothing deleted on a spent budget")
 			resolveEnvelope(t, e, ce)

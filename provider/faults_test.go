@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -32,7 +31,7 @@ import (
 // faultKinds are the emulator's reply faults.
 var faultKinds = map[string]daytonatest.Fault{
 	"500":   {Status: 500},
-	"429":   {Status: 429, Header: http.Header{"Retry-After": {"1"}}},
+	"429":   {Status: 429, Header: http.Header{"Retry-After": {"10"}}}, // longer than the liveness bound, shorter than the others
 	"hang":  {Hang: true},
 	"drop":  {Drop: true},
 	"delay": {Delay: 50 * time.Millisecond},
@@ -65,19 +64,23 @@ type faultStep struct {
 	expect map[string]outcome
 }
 
-// faultConfig keeps the bounded reads short (livenessTimeoutMs). The
-// acquire budget (timeoutMs) stays the harness's generous one so that a
-// loaded machine cannot fail the setup; hang cases shorten it (acquire) or
-// end the call at the host's deadline (the others).
-var faultConfig = map[string]any{"livenessTimeoutMs": 300}
+// faultConfig keeps the bounded reads (livenessTimeoutMs) shorter than a
+// 429's Retry-After, so a throttled bounded read fails, yet far longer than
+// any healthy read on a loaded machine: the bound only ever ends a hang.
+// The acquire budget (timeoutMs) stays the harness's generous one.
+var faultConfig = map[string]any{"livenessTimeoutMs": 5000}
 
-// hangBudget is the acquire budget (timeoutMs) of an acquire hang case.
-const hangBudget = 1200
-
-// hostDeadline is the host's RPC deadline in hang cases whose worker bound
-// (timeoutMs, plus 5 s for stop and delete) is longer than a test should
-// wait: the outcome rules must hold when the host gives up first.
-const hostDeadline = 800 * time.Millisecond
+// workerEndsHang are the steps whose hang the worker's own liveness bound
+// ends. Every other hang would run into a bound (timeoutMs, plus 5 s for
+// stop and delete) longer than a test should wait; there the host gives up
+// first, and its deadline passes once the hang has begun (not after a
+// wall-clock interval, which a loaded machine could spend before reaching
+// the hang): the outcome rules must hold when the host gives up first.
+var workerEndsHang = map[string]bool{
+	"release/fresh read":       true,
+	"stop/disable auto-delete": true,
+	"stop/confirm read":        true,
+}
 
 var faultSteps = []faultStep{
 	{op: "acquire", name: "create", fault: daytonatest.Fault{Method: "POST", Route: rCreate}, expect: map[string]outcome{
@@ -164,7 +167,7 @@ var faultSteps = []faultStep{
 	}},
 	{op: "release", name: "fresh read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
 		"500":   {wantError, liveLease},
-		"429":   {wantError, liveLease}, // Retry-After (1 s) does not fit the 300 ms liveness bound
+		"429":   {wantError, liveLease}, // Retry-After (10 s) does not fit the 5 s liveness bound
 		"hang":  {wantError, liveLease}, // bounded by livenessTimeoutMs
 		"drop":  {wantDestroyed, liveNone},
 		"delay": {wantDestroyed, liveNone},
@@ -274,20 +277,19 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 	var raw json.RawMessage
 	var err error
 	call := e.call
-	if kind == "hang" && step.op != "acquire" {
+	workerEnds := workerEndsHang[step.op+"/"+step.name]
+	if kind == "hang" && !workerEnds {
+		hung := func() bool { return h.Hits() > 0 }
+		if f.Perform {
+			hung = e.allocated(1) // the create's allocating is done
+		}
 		call = func(method string, params any) (json.RawMessage, error) {
-			ctx, cancel := context.WithTimeout(context.Background(), hostDeadline)
-			defer cancel()
-			return e.callCtx(ctx, method, params)
+			return e.callExpiringWhen(method, params, hung)
 		}
 	}
 	switch step.op {
 	case "acquire":
-		var budget map[string]any
-		if kind == "hang" {
-			budget = map[string]any{"timeoutMs": hangBudget}
-		}
-		p := with(e.base(budget), "runId", "run-1", "agentId", "agent-1", "executionWorkspaceId", "ws-1")
+		p := with(e.base(nil), "runId", "run-1", "agentId", "agent-1", "executionWorkspaceId", "ws-1")
 		raw, err = call("environmentAcquireLease", p)
 	case "resume", "resume-recover":
 		raw, err = call("environmentResumeLease", e.resumeParams(l, nil))
@@ -301,6 +303,10 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 		raw, err = call("environmentStopLease", e.leaseParams(l, nil))
 	}
 	require.Equal(t, 1, h.Hits(), "the fault applied")
+	if kind == "hang" && workerEnds {
+		var lt *cleanup.LivenessTimeoutError
+		require.ErrorAs(t, err, &lt, "the worker's liveness bound ended the hang")
+	}
 
 	var ce *cleanup.Error
 	switch exp.want {

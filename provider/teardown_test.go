@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
@@ -221,7 +220,9 @@ func TestTeardownTerminatesWhenBridgeActivityNeverSettles(t *testing.T) {
 	for _, method := range []string{"environmentReleaseLease", "environmentDestroyLease"} {
 		t.Run(method, func(t *testing.T) {
 			t.Parallel()
-			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 100})
+			// The liveness bound ends the hung drain; it also bounds the
+			// healthy fresh read, so it is far above one on a loaded machine.
+			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 5000})
 			l := e.acquire(nil)
 			id := *l.ProviderLeaseID
 			gate := make(chan struct{})
@@ -329,12 +330,14 @@ func TestStopRetentionPolicyFailuresNeverStop(t *testing.T) {
 		"setter failed":  {daytonatest.Fault{Route: rAutodel, Status: 500}, "Internal Server Error"},
 		"refresh failed": {daytonatest.Fault{Method: "GET", Route: rSandbox, Skip: 1, Status: 503}, "Service Unavailable"},
 		"not confirmed":  {daytonatest.Fault{Route: rAutodel, Unsettled: true}, "Daytona retention policy was not confirmed"},
-		"setter hangs":   {daytonatest.Fault{Route: rAutodel, Hang: true}, `"sandbox.setAutoDeleteInterval" did not respond within 150 ms`},
+		"setter hangs":   {daytonatest.Fault{Route: rAutodel, Hang: true}, `"sandbox.setAutoDeleteInterval" did not respond within 5000 ms`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 150})
+			// Healthy bounded reads run in every case: the bound is far
+			// above one on a loaded machine and only ends the hang.
+			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 5000})
 			l := e.acquire(nil)
 			id := *l.ProviderLeaseID
 			e.srv.Inject(tc.fault)
@@ -474,12 +477,10 @@ func TestStopTypedErrors(t *testing.T) {
 		l := e.acquire(nil)
 		id := *l.ProviderLeaseID
 		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
-		e.srv.Inject(daytonatest.Fault{Route: rRecover, Hang: true})
-		// The worker cuts recovery at 20 s; the host's own deadline here is
-		// shorter, which must end the same way.
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		_, err := e.callCtx(ctx, "environmentStopLease", e.leaseParams(l, nil))
+		hang := e.srv.Inject(daytonatest.Fault{Route: rRecover, Hang: true})
+		// The worker cuts recovery at 20 s; the host's own deadline here
+		// passes once the recover hangs, which must end the same way.
+		_, err := e.callExpiringWhen("environmentStopLease", e.leaseParams(l, nil), func() bool { return hang.Hits() > 0 })
 		se := stopErrorOf(t, err, id, StopRecoverUnfinished)
 		require.Equal(t, "error", se.SandboxState)
 		require.Equal(t, 1, e.srv.CountRequests("POST", rRecover))
@@ -494,9 +495,15 @@ func TestStopTypedErrors(t *testing.T) {
 		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
 		release := e.srv.HoldTransitions(id) // recovery accepted, never reaches started
 		defer release()
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		_, err := e.callCtx(ctx, "environmentStopLease", e.leaseParams(l, nil))
+		// The host's deadline passes once the recover was accepted.
+		_, err := e.callExpiringWhen("environmentStopLease", e.leaseParams(l, nil), func() bool {
+			for _, r := range e.srv.Requests() {
+				if r.Method == "POST" && r.Route == rRecover && r.Done {
+					return true
+				}
+			}
+			return false
+		})
 		se := stopErrorOf(t, err, id, StopRecoverUnfinished)
 		require.NotEqual(t, "started", se.SandboxState)
 		require.Zero(t, e.srv.CountRequests("POST", rStop))

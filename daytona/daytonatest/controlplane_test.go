@@ -116,11 +116,15 @@ func TestCreateHeldShowsCreating(t *testing.T) {
 	releaseName()
 	require.NoError(t, c.srv.AwaitState(ctxT(t), "by-name", "started"))
 
-	// Build path returns at once in pending_build.
-	st, b = c.api("POST", "/sandbox", map[string]any{"buildInfo": map[string]any{"dockerfileContent": "FROM alpine\n"}, "cpu": 2})
+	// Build path returns at once in pending_build. Held: otherwise the
+	// first 5 ms transition may already have run when the reply is made,
+	// on a loaded machine.
+	releaseBuild := c.srv.HoldTransitions("built")
+	st, b = c.api("POST", "/sandbox", map[string]any{"name": "built", "buildInfo": map[string]any{"dockerfileContent": "FROM alpine\n"}, "cpu": 2})
 	require.Equal(t, 200, st, string(b))
 	d := decode[sbDTO](t, b)
 	assert.Equal(t, "pending_build", d.State)
+	releaseBuild()
 	require.NoError(t, c.srv.AwaitState(ctxT(t), d.ID, "started"))
 
 	// Resources with a snapshot are refused.

@@ -114,7 +114,9 @@ func (h *FaultHandle) Remove() {
 	h.s.mu.Unlock()
 }
 
-// Hits is how many requests the fault was applied to.
+// Hits is how many requests the fault was applied to. Server.Await wakes
+// when it changes, so a test can wait until a fault applies (a hang has
+// begun) instead of guessing how long that takes.
 func (h *FaultHandle) Hits() int {
 	h.s.mu.Lock()
 	defer h.s.mu.Unlock()
@@ -189,6 +191,7 @@ func (s *Server) matchFault(method, tmpl, path, sbID, sbName string) *Fault {
 			continue
 		}
 		h.hits++
+		s.notifyLocked() // wakes Await(… h.Hits() …)
 		cp := *f
 		return &cp
 	}
