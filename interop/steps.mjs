@@ -44,6 +44,10 @@ import path from "node:path";
 import { HOST_TO_WORKER_OPTIONAL_METHODS, HOST_TO_WORKER_REQUIRED_METHODS } from "@paperclipai/plugin-sdk";
 
 /** The base params of every environment method but validate (docs/host.md#config). */
+function isLink(p) {
+  try { return fs.lstatSync(p).isSymbolicLink(); } catch { return false; }
+}
+
 export function baseParams(ctx) {
   return { driverKey: "daytona", companyId: ctx.ids.companyId, environmentId: ctx.ids.environmentId, issueId: null, config: ctx.config };
 }
@@ -274,6 +278,55 @@ export const steps = [
         fs.rmSync(path.dirname(ctx.state.syncOut), { recursive: true, force: true });
       }
       if (result?.operations?.[0]?.operationId !== "interop-out") return `result ${JSON.stringify(result)}`;
+    },
+  },
+  {
+    name: "environmentExecute builds a workspace with a Python venv and node_modules in the sandbox",
+    method: "environmentExecute",
+    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, command: "sh",
+      args: ["-c", [
+        "set -e", "rm -rf proj", "mkdir -p proj/.venv/bin proj/src proj/node_modules/pkg proj/node_modules/.bin",
+        "echo x > proj/src/main.py", "ln -s /usr/bin/python3 proj/.venv/bin/python3", "ln -s python3 proj/.venv/bin/python",
+        "echo 'console.log(1)' > proj/node_modules/pkg/cli.js", "ln -s ../pkg/cli.js proj/node_modules/.bin/pkg",
+      ].join("\n")], timeoutMs: 60_000 }),
+    timeoutMs: (ctx) => executeRpc(60_000, ctx.state.leaseConfig),
+    check(result, ctx) {
+      if (result?.exitCode !== 0) return `exit ${result?.exitCode}: ${JSON.stringify(result?.stderr)}`;
+      ctx.state.venvRemote = `${ctx.state.lease.metadata.remoteCwd}/proj`;
+    },
+  },
+  {
+    name: "environmentSyncOut exports the venv workspace, omitting only the link that leaves it",
+    method: "environmentSyncOut",
+    skip: (ctx) => (ctx.state.venvRemote ? undefined : "no venv workspace"),
+    params: (ctx) => {
+      ctx.state.venvOut = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "interop-venv-out-")), "proj");
+      return { ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, operations: [{
+        operationId: "interop-venv", files: [{ sourcePath: ctx.state.venvRemote, targetPath: ctx.state.venvOut, kind: "directory" }],
+      }] };
+    },
+    timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
+    check(result, ctx) {
+      const out = ctx.state.venvOut;
+      try {
+        if (fs.readFileSync(path.join(out, "src", "main.py"), "utf8") !== "x\n") return "src/main.py differs";
+        if (fs.existsSync(path.join(out, ".venv", "bin", "python3")) || isLink(path.join(out, ".venv", "bin", "python3"))) {
+          return "the absolute link .venv/bin/python3 was exported";
+        }
+        if (fs.readlinkSync(path.join(out, ".venv", "bin", "python")) !== "python3") return "in-tree link .venv/bin/python lost";
+        if (fs.readlinkSync(path.join(out, "node_modules", ".bin", "pkg")) !== "../pkg/cli.js") return "node_modules/.bin/pkg link lost";
+        if (fs.readFileSync(path.join(out, "node_modules", ".bin", "pkg"), "utf8") !== "console.log(1)\n") return "node_modules link does not resolve";
+      } catch (err) {
+        return err.message;
+      } finally {
+        fs.rmSync(path.dirname(out), { recursive: true, force: true });
+      }
+      const op = result?.operations?.[0];
+      const omitted = op?.metadata?.omittedUnsafeLinks;
+      if (op?.operationId !== "interop-venv" || omitted?.count !== 1 || omitted?.paths?.[0] !== `${ctx.state.venvRemote}/.venv/bin/python3`) {
+        return `result ${JSON.stringify(result)}`;
+      }
     },
   },
   {
