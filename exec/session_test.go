@@ -246,11 +246,17 @@ func TestStatusHangAfterCleanCloseTimesOutWithPartialOutput(t *testing.T) {
 	req := bashReq(streamedScript(g, id))
 	req.Timeout = 10 * time.Minute
 	ch := e.start(req, rec)
+	// Fake time moves on a little while the command runs, as real time
+	// would: the status read's own 10 min bound then ends after the
+	// command deadline, not at the same instant (two timers firing
+	// together would race, and a loaded machine could pick either).
+	e.awaitTimer(25 * time.Millisecond) // following: the command deadline is armed
+	e.clock.Advance(10 * time.Millisecond)
 	g.open(t)
 	// After the clean close the status read hangs; the command deadline
 	// (10 min of fake time) ends the observation.
 	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 2))
-	e.clock.Advance(10 * time.Minute)
+	e.clock.Advance(10*time.Minute - 5*time.Millisecond)
 	res, err := e.wait(ch)
 	require.NoError(t, err)
 	assert.True(t, res.TimedOut)
