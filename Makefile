@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/daytona-worker
 
-.PHONY: build test package demo bench fuzz clean
+.PHONY: build test stress package demo bench fuzz clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/daytona-worker
@@ -11,6 +11,10 @@ build:
 # The README's test command: vet, staticcheck, race tests, real-host interop.
 test:
 	bash scripts/test.sh
+
+# The suite RUNS times (default 5) under stress-ng --cpu CPUS (default 2).
+stress:
+	bash scripts/stress.sh
 
 # Cross-compiled binaries + npm pack (PROFILE=compat-2026.916 by default).
 package:
