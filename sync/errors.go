@@ -89,6 +89,8 @@ func clipPaths(err error) error {
 // extract) that exited non-zero. Exit codes follow docs/behavior.md#sync:
 // 40 no canonicaliser, 41 root unresolvable, 42 escape, 43 copy/rename/
 // extract failed, 44 source is a symlink, 45 not a regular file/directory.
+// Exit 47 (a symlink loop under a followed directory export) is reported
+// as an *ArchiveError instead, since it refuses the tree's content.
 type SandboxCommandError struct {
 	What   string // e.g. "Daytona outbound symlink-escape guard command"
 	Exit   int

@@ -208,6 +208,73 @@ func tarCreate(m Mapping, out string, omit []string) string {
 	return b.String()
 }
 
+// exitLoop is the sandbox exit (and terminal end-frame) code of a
+// followed directory export whose tree holds a symlink loop.
+const exitLoop = 47
+
+// loopMarker is GNU find's diagnostic for a directory reached again
+// through a followed link. The check runs under LC_ALL=C so the text is
+// not translated.
+const loopMarker = "File system loop detected"
+
+// loopCheck is the sandbox-side guard run before tar when links are
+// followed: tar -h has no loop detection of its own, so a link such as
+// up -> .. or a -> . makes it recurse until the disk or the timeout gives
+// out. GNU find -L walks the same tree (honouring the mapping's excludes,
+// so a loop tar would never enter is not refused) and reports every loop
+// on stderr; only the first such line is kept in $lp, and grep -m1 ends
+// the walk there. This relies on GNU findutils and grep, which the
+// Debian-based sandbox image carries; a BusyBox find would not report
+// loops, and the export would then behave as before this check.
+// onLoop is the shell action taken when a loop was found.
+func loopCheck(m Mapping, onLoop string) string {
+	var b strings.Builder
+	b.WriteString(`lp=$(cd -- "$s" && LC_ALL=C find -L . -mindepth 1`)
+	if len(m.Exclude) > 0 {
+		b.WriteString(` \(`)
+		for i, e := range m.Exclude {
+			if i > 0 {
+				b.WriteString(" -o")
+			}
+			// tar matches an unanchored exclude against the member's
+			// trailing components: a bare name is find's -name, a
+			// pattern with a slash is a -path ending in it.
+			if strings.Contains(e, "/") {
+				b.WriteString(" -path " + q("./"+e) + " -o -path " + q("*/"+e))
+			} else {
+				b.WriteString(" -name " + q(e))
+			}
+		}
+		b.WriteString(` \) -prune -o -print`)
+	}
+	b.WriteString(" 2>&1 >/dev/null | grep -m1 -F " + q(loopMarker) + ")\n")
+	b.WriteString(`[ -z "$lp" ] || ` + onLoop + "\n")
+	return b.String()
+}
+
+// loopError is the refusal of a followed export whose tree loops; out is
+// the sandbox's report (GNU find's first loop line), from which the looping
+// path is taken, relative to src.
+func loopError(src, out string) error {
+	name := out
+	if i := strings.Index(out, loopMarker+"; "); i >= 0 {
+		rest := out[i+len(loopMarker)+2:]
+		if j := strings.Index(rest, " is part of"); j >= 0 {
+			rest = rest[:j]
+		}
+		// find quotes a plain name as 'name'; a name that needed other
+		// quoting is shown as find printed it.
+		if len(rest) >= 2 && rest[0] == '\'' && rest[len(rest)-1] == '\'' && !strings.Contains(rest[1:len(rest)-1], "'") {
+			rest = path.Join(src, rest[1:len(rest)-1])
+		}
+		name = rest
+	}
+	if name == "" {
+		name = src
+	}
+	return &ArchiveError{Reason: "to follow a symlink loop under " + clip(src), Name: name}
+}
+
 // OmitNotice is the warning logged when a directory export is rebuilt
 // without its unsafe links.
 const OmitNotice = "Workspace export omitted unsafe links; retrying with confined entries."
@@ -281,6 +348,9 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 	b.WriteString(canonPrelude(t.Root))
 	b.WriteString(o.sandboxSweep())
 	fmt.Fprintf(&b, "s=$(canon %s) || { echo ESCAPE; exit 42; }\ninroot \"$s\" || { echo ESCAPE; exit 42; }\n[ -d \"$s\" ] || exit 45\n", q(src))
+	if m.FollowSymlinks {
+		b.WriteString(loopCheck(m, fmt.Sprintf(`{ printf '%%s\n' "$lp"; exit %d; }`, exitLoop)))
+	}
 	b.WriteString("out=$( (" + tarCreate(m, q(scratch), omit) + ") 2>&1 ); rc=$?\n")
 	b.WriteString("if [ \"$rc\" -gt 1 ]; then rm -f -- " + q(scratch) + "; printf '%s\\n' \"$out\"; exit 43; fi\n")
 	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
@@ -292,6 +362,9 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 			return 0, 0, fmt.Errorf("Daytona syncOut could not remove the partial archive: %w", err)
 		}
 		return t.streamDir(tctx, m, src, o, omit)
+	}
+	if r.exit == exitLoop && m.FollowSymlinks {
+		return 0, 0, loopError(src, r.out)
 	}
 	if r.exit != 0 {
 		return 0, 0, &SandboxCommandError{What: "Daytona outbound directory export command", Exit: r.exit, Detail: r.out}
@@ -370,6 +443,11 @@ func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options,
 	}()
 	reserve := o.reserveCheck(h.dir)
 	pre := termCanonPrelude(t.Root) + "s=$(canon " + q(src) + ") || fail 42\ninroot \"$s\" || fail 42\n[ -d \"$s\" ] || fail 45\n"
+	if m.FollowSymlinks {
+		// The first pass already refused a loop; this guards a tree that
+		// changed since. The end frame carries only the code.
+		pre += loopCheck(m, fmt.Sprintf("fail %d", exitLoop))
+	}
 	ts := &termStream{
 		t: t, o: o, limit: limit,
 		sink: func(b []byte) error {
@@ -398,6 +476,9 @@ func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options,
 	}
 	if eerr != nil {
 		return 0, 0, wrapDownload(m, eerr)
+	}
+	if rc == exitLoop && m.FollowSymlinks {
+		return 0, 0, loopError(src, "")
 	}
 	if rc > 1 {
 		return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed directory export", Exit: rc}
