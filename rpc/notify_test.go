@@ -117,3 +117,29 @@ func TestSplitChars(t *testing.T) {
 		require.Equal(t, c.headUnits, units, "%q", c.in)
 	}
 }
+
+// A request already waiting on stdin when Serve starts is dispatched by the
+// library's read loop inside NewConn, possibly before Serve has stored the
+// connection: its handler must still be able to notify the host. (CI saw
+// TestCallToHostEchoesInvocationAndTimesOut fail this way once.) The hook
+// holds Serve right after NewConn until the handler has notified, so the
+// handler always runs in that window.
+func TestNotifyFromTheFirstRequestAtStart(t *testing.T) {
+	notified := make(chan error, 1)
+	reg := NewRegistry()
+	reg.Register("note", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		err := Notify(ctx, "log", map[string]any{"level": "info", "message": "early"})
+		notified <- err
+		if err != nil {
+			return nil, err
+		}
+		return "noted", nil
+	})
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"note"}` + "\n")
+	var out strings.Builder
+	opts := Options{Registry: reg, ShutdownGrace: 30 * time.Second}
+	opts.connected = func() { require.NoError(t, <-notified) }
+	require.NoError(t, Serve(context.Background(), in, &out, opts))
+	require.Contains(t, out.String(), `"method":"log"`)
+	require.Contains(t, out.String(), `"result":"noted"`)
+}

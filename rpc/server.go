@@ -36,6 +36,11 @@ type Options struct {
 	Done <-chan struct{}
 	// OnInitialize is called with the initialize params before the reply.
 	OnInitialize func(ctx context.Context, p InitializeParams) error
+
+	// connected, in tests only, runs after the library made its connection
+	// and before Serve goes on: the library is already reading and
+	// dispatching by then.
+	connected func()
 }
 
 // InitializeParams are the fields of initialize the worker reads
@@ -129,7 +134,10 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 	defer connCancel()
 	conn := jsonrpc2.NewConn(connCtx, s.stream, dispatcher{s},
 		jsonrpc2.SetLogger(log.New(slogWriter{logger}, "jsonrpc2: ", 0)))
-	s.conn.Store(conn)
+	if opts.connected != nil {
+		opts.connected()
+	}
+	s.conn.CompareAndSwap(nil, conn)
 
 	var idle <-chan struct{}
 	var timer *time.Timer
@@ -202,6 +210,10 @@ type dispatcher struct{ s *server }
 
 func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	s := d.s
+	// The library starts reading, and so dispatching, inside NewConn: a
+	// request already waiting on stdin can reach a handler before Serve
+	// stores the connection, and its Notify or Call would find none.
+	s.conn.CompareAndSwap(nil, conn)
 	r := &request{srv: s, method: req.Method, invocationID: invocationID(req)}
 	h, ok := s.reg.Lookup(req.Method)
 	if req.Notif {
