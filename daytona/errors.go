@@ -74,10 +74,6 @@ var (
 // maxErrorBodySize bounds how much of an error body is read (go-github's 1 MiB).
 const maxErrorBodySize = 1 << 20
 
-// maxErrorMessageInString bounds the server message quoted in Error(); the
-// worker caps input it echoes in its own errors the same way.
-const maxErrorMessageInString = clamp.MaxEcho
-
 // ErrorResponse is a non-2xx answer from the API, the toolbox or the proxy.
 //
 // Message, Reason and Code come from the JSON body shapes of
@@ -106,7 +102,7 @@ func (e *ErrorResponse) Error() string {
 	}
 	if msg != "" {
 		b.WriteString(": ")
-		b.WriteString(clamp.Truncate(msg, maxErrorMessageInString))
+		b.WriteString(clamp.Echo(msg))
 	}
 	return b.String()
 }
@@ -255,7 +251,7 @@ func (e *SandboxStateError) Error() string {
 	}
 	s := fmt.Sprintf("daytona: sandbox %s is %q while waiting for %s", clamp.Echo(e.SandboxID), e.State, strings.Join(want, "|"))
 	if e.ErrorReason != "" {
-		s += ": " + clamp.Truncate(e.ErrorReason, maxErrorMessageInString)
+		s += ": " + clamp.Echo(e.ErrorReason)
 	}
 	return s
 }

@@ -260,12 +260,9 @@ func (c Config) Fingerprint(env EnvLookup) string {
 	return AccountFingerprint(key, c.APIURL)
 }
 
-// Timeout is TimeoutMs as a duration.
-func (c Config) Timeout() time.Duration { return msDuration(float64(c.TimeoutMs)) }
-
-// msDuration converts milliseconds to a Duration, clamped to one day:
-// absurd unvalidated values must neither overflow nor outlive any real use.
-func msDuration(ms float64) time.Duration { return clamp.Millis(ms) }
+// Timeout is TimeoutMs as a duration, clamped to one day: absurd
+// unvalidated values must neither overflow nor outlive any real use.
+func (c Config) Timeout() time.Duration { return clamp.Millis(float64(c.TimeoutMs)) }
 
 // AcquireBudget is the single fresh-acquisition budget of docs/behavior.md#acquire: timeoutMs
 // when positive, else 300000 ms.
@@ -282,7 +279,7 @@ func (c Config) LivenessBound() (d time.Duration, ok bool) {
 	if c.LivenessTimeoutMs <= 0 {
 		return 0, false
 	}
-	return msDuration(float64(c.LivenessTimeoutMs)), true
+	return clamp.Millis(float64(c.LivenessTimeoutMs)), true
 }
 
 // HasResources reports whether any of cpu, memory, disk, gpu is configured.
@@ -1084,5 +1081,5 @@ func StaleHandleThreshold(c Config) (d time.Duration, ok bool) {
 	if c.AutoStopInterval <= 0 {
 		return 0, false
 	}
-	return msDuration(math.Floor(float64(c.AutoStopInterval) * 60000 * 0.5)), true
+	return clamp.Millis(math.Floor(float64(c.AutoStopInterval) * 60000 * 0.5)), true
 }

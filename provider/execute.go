@@ -121,26 +121,28 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 // command than asked ("ec\x00ho" ran echo). Env keys are checked by the
 // runner, with their own message.
 func rejectNUL(p rpc.ExecuteParams, cwdField, cwd string) error {
-	bad := func(field string) error {
-		return rpc.InvalidParams("invalid params: %s contains a NUL byte", field)
-	}
 	if strings.IndexByte(p.Command, 0) >= 0 {
-		return bad("command")
+		return nulParam("command")
 	}
 	for i, a := range p.Args {
 		if strings.IndexByte(a, 0) >= 0 {
-			return bad(fmt.Sprintf("args[%d]", i))
+			return nulParam(fmt.Sprintf("args[%d]", i))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(p.Env)) {
 		if strings.IndexByte(p.Env[k], 0) >= 0 {
-			return bad(fmt.Sprintf("env[%s]", strconv.Quote(clamp.Echo(k))))
+			return nulParam(fmt.Sprintf("env[%s]", strconv.Quote(clamp.Echo(k))))
 		}
 	}
 	if strings.IndexByte(cwd, 0) >= 0 {
-		return bad(cwdField)
+		return nulParam(cwdField)
 	}
 	return nil
+}
+
+// nulParam is the -32602 answer to a NUL byte in the named param field.
+func nulParam(field string) error {
+	return rpc.InvalidParams("invalid params: %s contains a NUL byte", field)
 }
 
 // shellOf is the lease's shell for host-built scripts (bash or sh).

@@ -42,7 +42,7 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, run syncFunc) (rp
 	}
 	root, _ := p.Lease.Metadata["remoteCwd"].(string)
 	if strings.ContainsRune(root, 0) {
-		return rpc.SyncResult{}, rpc.InvalidParams("invalid params: lease.metadata.remoteCwd contains a NUL byte")
+		return rpc.SyncResult{}, nulParam("lease.metadata.remoteCwd")
 	}
 	if root = strings.TrimSpace(root); !strings.HasPrefix(root, "/") {
 		return rpc.SyncResult{}, rpc.InvalidParams("Daytona file sync requires the lease's remote working directory")
@@ -152,7 +152,7 @@ func syncOperations(in []rpc.SyncOperation) ([]filesync.Operation, error) {
 				return nil, rpc.InvalidParams("invalid params: operations[%d].files[%d] needs sourcePath and targetPath", i, j)
 			}
 			if name := nulField(f); name != "" {
-				return nil, rpc.InvalidParams("invalid params: operations[%d].files[%d].%s contains a NUL byte", i, j, name)
+				return nil, nulParam(fmt.Sprintf("operations[%d].files[%d].%s", i, j, name))
 			}
 			if f.Mode != nil {
 				mode := *f.Mode
@@ -169,10 +169,10 @@ func syncOperations(in []rpc.SyncOperation) ([]filesync.Operation, error) {
 				return nil, rpc.InvalidParams("invalid params: operations[%d].postUploadCommands[%d].command is empty", i, j)
 			}
 			if strings.ContainsRune(cmd.Command, 0) {
-				return nil, rpc.InvalidParams("invalid params: operations[%d].postUploadCommands[%d].command contains a NUL byte", i, j)
+				return nil, nulParam(fmt.Sprintf("operations[%d].postUploadCommands[%d].command", i, j))
 			}
 			if cmd.Cwd != nil && strings.ContainsRune(*cmd.Cwd, 0) {
-				return nil, rpc.InvalidParams("invalid params: operations[%d].postUploadCommands[%d].cwd contains a NUL byte", i, j)
+				return nil, nulParam(fmt.Sprintf("operations[%d].postUploadCommands[%d].cwd", i, j))
 			}
 			pc := filesync.Command{Command: cmd.Command, Cwd: deref(cmd.Cwd)}
 			if cmd.TimeoutMs != nil && *cmd.TimeoutMs > 0 {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -131,7 +132,7 @@ func (o Options) sandboxSweep() string {
 			return ""
 		}
 	}
-	minutes := int64((o.staleAfter() + 59e9) / 60e9)
+	minutes := int64((o.staleAfter() + time.Minute - 1) / time.Minute) // rounded up
 	name := q(scratchPrefix + uuidGlob)
 	return "find \"$root\" -mindepth 1 -maxdepth 1 -type f \\( -name " + name + " -o -name " + q(scratchPrefix+uuidGlob+reservedTarSuffix) +
 		" \\) -mmin +" + strconv.FormatInt(minutes, 10) + " -exec rm -f -- {} + >/dev/null 2>&1\n"

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	gosync "sync"
+	stdsync "sync"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
@@ -128,7 +128,7 @@ type Options struct {
 // callState is what one SyncIn/SyncOut call remembers across its steps:
 // the sweeps it already did, so each directory is swept once per call.
 type callState struct {
-	mu           gosync.Mutex
+	mu           stdsync.Mutex
 	sandboxSwept bool
 	hostSwept    map[string]bool
 }
