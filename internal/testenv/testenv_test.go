@@ -1,0 +1,34 @@
+package testenv
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+)
+
+func TestStartSandboxIsStartedAndNamed(t *testing.T) {
+	e := New(t)
+	sb := e.StartSandbox(t, nil)
+	require.Equal(t, daytona.SandboxState(daytonatest.StateStarted), sb.State)
+	require.NotEmpty(t, sb.Name)
+	require.Equal(t, daytonatest.StateStarted, sb.Info.State)
+	fi, err := os.Stat(sb.Info.HomeDir)
+	require.NoError(t, err)
+	require.True(t, fi.IsDir(), "the home dir is a real host directory")
+
+	named := e.StartSandbox(t, &daytona.CreateSandboxRequest{Name: "given"})
+	require.Equal(t, "given", named.Name)
+}
+
+func TestStartSimServesOutOfProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds cmd/daytona-sim")
+	}
+	sim := StartSim(t)
+	sb := StartSandbox(t, sim.Client, nil)
+	require.Equal(t, daytona.SandboxState(daytonatest.StateStarted), sb.State)
+}
