@@ -9,20 +9,15 @@ import (
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
-// JSON-RPC and Paperclip error codes (docs/host.md#error-codes).
+// The error codes the worker sends: JSON-RPC's own, and the Paperclip
+// worker error every failed handler is reported as unless it chooses a code
+// (the host's other codes: docs/host.md#error-codes).
 const (
-	CodeParseError           int64 = -32700
-	CodeInvalidRequest       int64 = -32600
-	CodeMethodNotFound       int64 = -32601
-	CodeInvalidParams        int64 = -32602
-	CodeInternalError        int64 = -32603
-	CodeWorkerUnavailable    int64 = -32000
-	CodeCapabilityDenied     int64 = -32001
-	CodeWorkerError          int64 = -32002
-	CodeTimeout              int64 = -32003
-	CodeMethodNotImplemented int64 = -32004
-	CodeInvocationScope      int64 = -32005
-	CodeUnknown              int64 = -32099
+	CodeParseError     int64 = -32700
+	CodeInvalidRequest int64 = -32600
+	CodeMethodNotFound int64 = -32601
+	CodeInvalidParams  int64 = -32602
+	CodeWorkerError    int64 = -32002
 )
 
 // Error is a JSON-RPC error object. Handlers return it (or wrap it with %w) to
@@ -50,12 +45,8 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
-// Sentinels for errors.Is: they match every *Error with their code.
-var (
-	ErrInvalidParams  = &Error{Code: CodeInvalidParams}
-	ErrMethodNotFound = &Error{Code: CodeMethodNotFound}
-	ErrWorkerError    = &Error{Code: CodeWorkerError}
-)
+// ErrInvalidParams matches, with errors.Is, every *Error with its code.
+var ErrInvalidParams = &Error{Code: CodeInvalidParams}
 
 // Errorf returns an *Error with the given code and a formatted message.
 func Errorf(code int64, format string, args ...any) *Error {

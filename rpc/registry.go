@@ -76,15 +76,15 @@ func (r *Registry) Methods() []string {
 func Typed[P, R any](f func(ctx context.Context, p P) (R, error)) Handler {
 	return func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var p P
-		if err := DecodeParams(raw, &p); err != nil {
+		if err := decodeParams(raw, &p); err != nil {
 			return nil, err
 		}
 		return f(ctx, p)
 	}
 }
 
-// DecodeParams decodes raw into v with the rules of [Typed].
-func DecodeParams(raw json.RawMessage, v any) error {
+// decodeParams decodes raw into v with the rules of [Typed].
+func decodeParams(raw json.RawMessage, v any) error {
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}

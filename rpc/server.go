@@ -89,8 +89,6 @@ type server struct {
 
 // request is the state of one host request while it is served.
 type request struct {
-	srv          *server
-	method       string
 	invocationID string
 
 	mu       sync.Mutex // held while a notification for this request is written
@@ -205,16 +203,19 @@ func (s *server) registerBuiltins() {
 }
 
 // dispatcher is the jsonrpc2.Handler. It runs on the library's read loop, so
-// it only starts a tracked goroutine per request and returns.
+// it only starts a tracked goroutine per request and returns (inline methods
+// excepted). Each request runs under its own context, derived from Serve's;
+// a panic becomes a CodeWorkerError reply and an unknown method a
+// CodeMethodNotFound one.
 type dispatcher struct{ s *server }
 
 func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
 	s := d.s
 	// The library starts reading, and so dispatching, inside NewConn: a
 	// request already waiting on stdin can reach a handler before Serve
-	// stores the connection, and its Notify or Call would find none.
+	// stores the connection, and its execute.log would find none.
 	s.conn.CompareAndSwap(nil, conn)
-	r := &request{srv: s, method: req.Method, invocationID: invocationID(req)}
+	r := &request{invocationID: invocationID(req)}
 	h, ok := s.reg.Lookup(req.Method)
 	if req.Notif {
 		if !ok {
@@ -222,12 +223,12 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 			return
 		}
 	} else if !ok {
-		s.reply(conn, req, r, nil, Errorf(CodeMethodNotFound, "Unknown method: %s", clamp.Echo(req.Method)))
+		s.reply(req, r, nil, Errorf(CodeMethodNotFound, "Unknown method: %s", clamp.Echo(req.Method)))
 		return
 	}
 	if !s.handlers.add() {
 		if !req.Notif {
-			s.reply(conn, req, r, nil, Errorf(CodeWorkerError, "worker is shutting down"))
+			s.reply(req, r, nil, Errorf(CodeWorkerError, "worker is shutting down"))
 		}
 		return
 	}
@@ -235,7 +236,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 		defer s.handlers.done()
 		result, err := s.call(context.WithValue(s.base, requestKey{}, r), h, req)
 		if !req.Notif {
-			s.reply(conn, req, r, result, err)
+			s.reply(req, r, result, err)
 		}
 		return
 	}
@@ -246,7 +247,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 		if req.Notif {
 			return
 		}
-		s.reply(conn, req, r, result, err)
+		s.reply(req, r, result, err)
 		if req.Method == "shutdown" {
 			s.once.Do(func() { close(s.shutdown) })
 		}
@@ -269,26 +270,20 @@ func (s *server) call(ctx context.Context, h Handler, req *jsonrpc2.Request) (re
 }
 
 // reply closes the request to notifications, then writes its response, so
-// every notification sent on its behalf precedes the response.
-func (s *server) reply(conn *jsonrpc2.Conn, req *jsonrpc2.Request, r *request, result any, err error) {
+// every notification sent on its behalf precedes the response. Results and
+// errors take the same path (see [stream]).
+func (s *server) reply(req *jsonrpc2.Request, r *request, result any, err error) {
 	r.mu.Lock()
 	r.answered = true
 	r.mu.Unlock()
-	var werr error
+	var e *wireErr
 	if err != nil {
-		we := wireError(err)
-		e := &jsonrpc2.Error{Code: we.Code, Message: we.Message}
-		if we.Data != nil {
-			raw := json.RawMessage(we.Data)
-			e.Data = &raw
-		}
-		werr = conn.ReplyWithError(context.Background(), req.ID, e)
-	} else {
-		werr = s.stream.writeResult(req.ID.Str, result)
+		e = wireError(err)
 	}
-	// writeResult answers a result that cannot be encoded (or is too large)
-	// with an error frame itself; what is left here is a broken output.
-	if werr != nil && !errors.Is(werr, jsonrpc2.ErrClosed) {
+	// respond answers a result that cannot be encoded (or is too large)
+	// with an error frame itself; what is left here is a broken or closed
+	// output.
+	if werr := s.stream.respond(hostID(req.ID), result, e); werr != nil && !errors.Is(werr, jsonrpc2.ErrClosed) {
 		s.log.Error("could not write response", "method", req.Method, "err", werr)
 	}
 }

@@ -166,6 +166,10 @@ func TestIDsEchoedVerbatim(t *testing.T) {
 		l := p.recvRaw()
 		require.True(t, strings.HasPrefix(l, `{"jsonrpc":"2.0","id":`+id+`,`), "id %s echoed as %s", id, l)
 		require.Contains(t, l, `"result":{"status":"ok"}`)
+		// Errors take the same path.
+		p.send(`{"jsonrpc":"2.0","id":` + id + `,"method":"nope"}`)
+		l = p.recvRaw()
+		require.True(t, strings.HasPrefix(l, `{"jsonrpc":"2.0","id":`+id+`,"error":`), "id %s echoed as %s", id, l)
 	}
 }
 

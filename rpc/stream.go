@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/sourcegraph/jsonrpc2"
 )
 
 // DefaultMaxFrame is the largest line, in bytes, the worker reads or writes:
@@ -19,15 +20,32 @@ import (
 // this many bytes is always within the host's limit.
 const DefaultMaxFrame = 128 << 20
 
-// sniffPrefix is how much of an over-limit line is kept to find its id, so the
-// host's call fails at once instead of timing out.
-const sniffPrefix = 64 << 10
-
-// stream is the NDJSON jsonrpc2.ObjectStream. The library closes its
-// connection on any decode error, so ReadObject never returns one: it answers
-// bad lines itself and reads on. It also rewrites inbound request ids to
-// private string ids and restores the original bytes on the way out, because
-// the library can only represent unsigned integer and string ids.
+// stream is the NDJSON jsonrpc2.ObjectStream the library's Conn runs on.
+//
+// Why it has this shape: the library reads requests, dispatches them and
+// sends the worker's notifications, but it cannot answer the host the way
+// the host needs, for three reasons.
+//
+//   - Its ID holds only a uint64 or a string, and it rejects any other
+//     number while decoding. The host must get its id back verbatim, with
+//     its JSON type (-7, 2.5, 1e3, 2^70 and "\u00e9" included). So
+//     ReadObject quotes the id's JSON text into a string id, which the
+//     library hands to the handler untouched; [hostID] takes it back out.
+//     The id travels with its request: there is no table to fill or drain.
+//   - It closes the connection on the first undecodable frame, and it
+//     cannot reply to a frame it never decoded (bad JSON, over-limit lines,
+//     invalid requests). ReadObject therefore answers those itself and
+//     hands the library only frames it can decode.
+//   - Its Reply marshals a result into a RawMessage before the frame is
+//     marshalled again: results are tens of MiB of command output, copied
+//     several times over.
+//
+// So every response, to a handled request or to a rejected frame, goes
+// through [stream.respond]: the id as the host wrote it, the result encoded
+// straight into the one Write of its frame. The library writes only what the
+// worker originates (execute.log notifications) through WriteObject. Both
+// share writeFrame: one mutex-guarded Write per frame, never over the limit,
+// nothing after Close.
 type stream struct {
 	in       *bufio.Reader
 	inClose  func() error
@@ -37,15 +55,11 @@ type stream struct {
 
 	wmu sync.Mutex // one Write per frame, frames never interleave
 
-	mu     sync.Mutex
-	nextID uint64
-	ids    map[string]json.RawMessage // private id -> id as the host sent it
-	closed bool
-
-	eof     chan struct{} // closed when the input ends
-	eofOnce sync.Once
-	readErr error         // why the input ended; set before eof closes
-	done    chan struct{} // closed by Close
+	eof       chan struct{} // closed when the input ends
+	eofOnce   sync.Once
+	readErr   error         // why the input ended; set before eof closes
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
 }
 
 func newStream(in io.Reader, out io.Writer, maxFrame int, log *slog.Logger) *stream {
@@ -57,7 +71,6 @@ func newStream(in io.Reader, out io.Writer, maxFrame int, log *slog.Logger) *str
 		out:      out,
 		maxFrame: maxFrame,
 		log:      log,
-		ids:      make(map[string]json.RawMessage),
 		eof:      make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -67,156 +80,16 @@ func newStream(in io.Reader, out io.Writer, maxFrame int, log *slog.Logger) *str
 	return s
 }
 
-// errLineTooLong reports an over-limit line; id is its sniffed id or nil.
-type errLineTooLong struct {
-	size int64
-	id   json.RawMessage
-}
-
-func (e *errLineTooLong) Error() string {
-	return fmt.Sprintf("line of at least %d bytes exceeds the frame limit", e.size)
-}
-
-// readLine returns the next line without its terminator. At EOF a final
-// unterminated line is returned first; then io.EOF. A line over the limit is
-// buffered only up to the limit; the rest is discarded as it streams in.
-func (s *stream) readLine() ([]byte, error) {
-	var buf []byte
-	var size int64
-	over := false
-	for {
-		chunk, err := s.in.ReadSlice('\n')
-		size += int64(len(chunk))
-		switch {
-		case over:
-		case size > int64(s.maxFrame)+1: // +1: the terminator is not content
-			over = true
-			if len(buf) < sniffPrefix {
-				buf = append(buf, chunk[:min(len(chunk), sniffPrefix-len(buf))]...)
-			}
-			buf = append([]byte(nil), buf[:min(len(buf), sniffPrefix)]...)
-		default:
-			buf = append(buf, chunk...)
-		}
-		switch {
-		case err == bufio.ErrBufferFull:
-			continue
-		case over && (err == nil || err == io.EOF):
-			return nil, &errLineTooLong{size: size, id: sniffID(buf)}
-		case err == nil:
-			return bytes.TrimSuffix(buf, []byte("\n")), nil
-		case err == io.EOF && len(buf) > 0:
-			return buf, nil
-		default:
-			return nil, err
-		}
-	}
-}
-
-// sniffID finds a top-level "id" in the prefix of a truncated object.
-func sniffID(prefix []byte) json.RawMessage {
-	dec := json.NewDecoder(bytes.NewReader(prefix))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil
-	}
-	for {
-		k, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		key, ok := k.(string)
-		if !ok {
-			return nil
-		}
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil
-		}
-		if key == "id" && validID(v) {
-			return v
-		}
-	}
-}
-
-// validID reports whether raw is an id the protocol allows: a string or a number.
-func validID(raw json.RawMessage) bool {
-	if len(raw) == 0 {
-		return false
-	}
-	switch raw[0] {
-	case '"':
-		return true
-	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		return true
-	}
-	return false
-}
-
-// frame is a line split into the top-level members the dispatcher needs, with
-// the byte span of the id value so it can be replaced without re-encoding.
-type frame struct {
-	has                         map[string]bool
-	jsonrpc, id, method, result json.RawMessage
-	errorVal                    json.RawMessage
-	idStart, idEnd              int
-}
-
-// parseFrame checks that line is exactly one JSON object (no trailing data)
-// and records its members.
-func parseFrame(line []byte) (*frame, error) {
-	dec := json.NewDecoder(bytes.NewReader(line))
-	t, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if t != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
-	}
-	f := &frame{has: make(map[string]bool, 6)}
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := k.(string)
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, err
-		}
-		f.has[key] = true
-		switch key {
-		case "jsonrpc":
-			f.jsonrpc = v
-		case "id":
-			f.id = v
-			f.idEnd = int(dec.InputOffset())
-			f.idStart = f.idEnd - len(v)
-		case "method":
-			f.method = v
-		case "result":
-			f.result = v
-		case "error":
-			f.errorVal = v
-		}
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON object")
-	}
-	return f, nil
-}
-
-// ReadObject implements jsonrpc2.ObjectStream. It returns only valid requests,
-// notifications and responses; everything else is answered or dropped here.
+// ReadObject implements jsonrpc2.ObjectStream. It returns only requests and
+// notifications the library can decode; everything else is answered or
+// dropped here, and reading goes on.
 func (s *stream) ReadObject(v any) error {
 	for {
 		line, err := s.readLine()
 		var tooLong *errLineTooLong
 		if errors.As(err, &tooLong) {
 			s.log.Warn("rejected over-limit frame", "bytes", tooLong.size, "limit", s.maxFrame)
-			s.writeError(tooLong.id, CodeInvalidRequest,
+			s.reject(tooLong.id, CodeInvalidRequest,
 				fmt.Sprintf("Invalid Request: frame exceeds the %d-byte limit", s.maxFrame))
 			continue
 		}
@@ -247,16 +120,16 @@ func (s *stream) ReadObject(v any) error {
 }
 
 // classify validates a line. It returns the bytes to hand to the library
-// (with a request's id replaced by a private one) or false when it has
-// answered or dropped the line itself.
+// (a request's id quoted into a string id) or false when it has answered or
+// dropped the line itself.
 func (s *stream) classify(line []byte) ([]byte, bool) {
 	if !utf8.Valid(line) {
-		s.writeError(nil, CodeParseError, "Parse error: frame is not valid UTF-8")
+		s.reject(nil, CodeParseError, "Parse error: frame is not valid UTF-8")
 		return nil, false
 	}
 	f, err := parseFrame(line)
 	if err != nil {
-		s.writeError(nil, CodeParseError, "Parse error: "+err.Error())
+		s.reject(nil, CodeParseError, "Parse error: "+err.Error())
 		return nil, false
 	}
 	hasID := f.has["id"]
@@ -270,142 +143,115 @@ func (s *stream) classify(line []byte) ([]byte, bool) {
 			s.log.Warn("dropped notification without jsonrpc 2.0")
 			return nil, false
 		}
-		s.writeError(replyID, CodeInvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
+		s.reject(replyID, CodeInvalidRequest, `Invalid Request: "jsonrpc" must be "2.0"`)
 		return nil, false
 	}
 	isResponse := f.has["result"] || f.has["error"]
-	if f.has["method"] {
-		if isResponse {
-			s.writeError(replyID, CodeInvalidRequest, "Invalid Request: a frame cannot be both a request and a response")
-			return nil, false
+	switch {
+	case f.has["method"] && isResponse:
+		s.reject(replyID, CodeInvalidRequest, "Invalid Request: a frame cannot be both a request and a response")
+	case f.has["method"] && (len(f.method) == 0 || f.method[0] != '"'):
+		if hasID {
+			s.reject(replyID, CodeInvalidRequest, `Invalid Request: "method" must be a string`)
 		}
-		if len(f.method) == 0 || f.method[0] != '"' {
-			if hasID {
-				s.writeError(replyID, CodeInvalidRequest, `Invalid Request: "method" must be a string`)
-			}
-			return nil, false
-		}
-		if !hasID {
-			return line, true // notification
-		}
-		if !idOK {
-			s.writeError(nil, CodeInvalidRequest, `Invalid Request: "id" must be a string or a number`)
-			return nil, false
-		}
-		return s.rewriteID(line, f), true
+	case f.has["method"] && !hasID:
+		return line, true // notification
+	case f.has["method"] && !idOK:
+		s.reject(nil, CodeInvalidRequest, `Invalid Request: "id" must be a string or a number`)
+	case f.has["method"]:
+		return quoteID(line, f), true
+	case isResponse:
+		// The worker sends the host no requests, so no response is for it.
+		s.log.Warn("dropped a response: the worker sent the host no request")
+	default:
+		s.reject(replyID, CodeInvalidRequest, "Invalid Request: neither a request, a notification nor a response")
 	}
-	if isResponse {
-		// A reply to one of our worker→host calls: those ids are unsigned
-		// integers we chose; anything else cannot be ours.
-		if _, err := strconv.ParseUint(string(f.id), 10, 64); err != nil {
-			s.log.Warn("dropped response with an id the worker never used")
-			return nil, false
-		}
-		return line, true
-	}
-	s.writeError(replyID, CodeInvalidRequest, "Invalid Request: neither a request, a notification nor a response")
 	return nil, false
 }
 
-func (s *stream) rewriteID(line []byte, f *frame) []byte {
-	s.mu.Lock()
-	s.nextID++
-	private := "r" + strconv.FormatUint(s.nextID, 10)
-	s.ids[private] = append(json.RawMessage(nil), f.id...)
-	s.mu.Unlock()
-	out := make([]byte, 0, len(line)+len(private)+2)
+// quoteID replaces the request's id with a JSON string holding the id's JSON
+// text, the one id form the library passes through unchanged.
+func quoteID(line []byte, f *frame) []byte {
+	quoted, _ := json.Marshal(string(f.id)) // a string always marshals
+	out := make([]byte, 0, len(line)+len(quoted))
 	out = append(out, line[:f.idStart]...)
-	out = append(out, '"')
-	out = append(out, private...)
-	out = append(out, '"')
+	out = append(out, quoted...)
 	return append(out, line[f.idEnd:]...)
 }
 
-// responsePrefix starts every response the library marshals: its Response
-// type encodes "id" first, and only responses carry our private string ids
-// (our own requests use numeric ids).
-var responsePrefix = []byte(`{"id":"r`)
+// hostID is the id, as the host wrote it, of a request classify admitted.
+func hostID(id jsonrpc2.ID) json.RawMessage { return json.RawMessage(id.Str) }
 
-// WriteObject implements jsonrpc2.ObjectStream: one frame, one Write.
-func (s *stream) WriteObject(obj any) error {
-	b, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	if bytes.HasPrefix(b, responsePrefix) {
-		end := bytes.IndexByte(b[len(responsePrefix):], '"')
-		if end < 0 {
-			return errors.New("rpc: malformed response id")
-		}
-		private := string(b[len(`{"id":"`) : len(responsePrefix)+end])
-		rest := b[len(responsePrefix)+end+1:]
-		s.mu.Lock()
-		orig, ok := s.ids[private]
-		delete(s.ids, private)
-		s.mu.Unlock()
-		if !ok {
-			return fmt.Errorf("rpc: response for unknown request %s", private)
-		}
-		if len(orig)+len(rest)+len(`{"id":`)+1 > s.maxFrame {
-			s.log.Error("response exceeds the frame limit; replying with an error instead", "bytes", len(b))
-			return s.writeError(orig, CodeWorkerError,
-				fmt.Sprintf("result of %d bytes exceeds the host's %d-byte frame limit", len(b), s.maxFrame))
-		}
-		out := make([]byte, 0, len(`{"id":`)+len(orig)+len(rest)+1)
-		out = append(out, `{"id":`...)
-		out = append(out, orig...)
-		out = append(out, rest...)
-		b = out
-	} else if len(b)+1 > s.maxFrame {
-		return fmt.Errorf("rpc: frame of %d bytes exceeds the %d-byte limit", len(b), s.maxFrame)
-	}
-	return s.writeLine(b)
-}
-
-// writeResult answers a request with a success frame encoded straight into
-// one write: results can be tens of MiB (command output), and the library's
-// path would copy them five times over.
-func (s *stream) writeResult(private string, result any) error {
-	s.mu.Lock()
-	orig, ok := s.ids[private]
-	delete(s.ids, private)
-	s.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("rpc: response for unknown request %s", private)
-	}
-	enc := json.NewEncoder(frameWriter{s})
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(responseFrame{JSONRPC: "2.0", ID: orig, Result: result})
-	var big *errFrameTooLarge
-	switch {
-	case errors.As(err, &big):
-		s.log.Error("response exceeds the frame limit; replying with an error instead", "bytes", big.n)
-		return s.writeError(orig, CodeWorkerError,
-			fmt.Sprintf("result of %d bytes exceeds the host's %d-byte frame limit", big.n, s.maxFrame))
-	case err != nil:
-		var je *json.MarshalerError
-		var ue *json.UnsupportedValueError
-		var ute *json.UnsupportedTypeError
-		if errors.As(err, &je) || errors.As(err, &ue) || errors.As(err, &ute) {
-			s.log.Error("could not encode a result", "err", err)
-			return s.writeError(orig, CodeWorkerError, "could not encode the result")
-		}
-		return err
-	}
-	return nil
-}
-
-// responseFrame is a success response; result is always present (null for
-// void methods).
-type responseFrame struct {
+// response is a response frame: exactly one of Result (null for void
+// methods) and Error.
+type response struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
-	Result  any             `json:"result"`
+	Result  *any            `json:"result,omitempty"`
+	Error   *wireErr        `json:"error,omitempty"`
 }
 
-// frameWriter writes one encoded frame (a json.Encoder writes a value and
-// its newline in a single Write) under the write lock, refusing frames the
-// host would drop.
+// respond writes the response to a host request: id is the request's id as
+// the host wrote it (nil for null), e nil means success with result. A
+// result that cannot be encoded, or a frame the host would drop for its
+// size, is answered with an error instead, so the host's call never hangs.
+func (s *stream) respond(id json.RawMessage, result any, e *wireErr) error {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	r := response{JSONRPC: "2.0", ID: id, Error: e}
+	if e == nil {
+		r.Result = &result
+	}
+	err := s.writeFrame(r)
+	var big *errFrameTooLarge
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &big):
+		s.log.Error("response exceeds the frame limit; replying with an error instead", "bytes", big.n)
+		r.Error = &wireErr{Code: CodeWorkerError,
+			Message: fmt.Sprintf("result of %d bytes exceeds the host's %d-byte frame limit", big.n, s.maxFrame)}
+	case encodeFailed(err):
+		s.log.Error("could not encode a result", "err", err)
+		r.Error = &wireErr{Code: CodeWorkerError, Message: "could not encode the result"}
+	default:
+		return err
+	}
+	r.Result = nil
+	return s.writeFrame(r)
+}
+
+// reject answers a frame the library never sees.
+func (s *stream) reject(id json.RawMessage, code int64, msg string) {
+	if err := s.respond(id, nil, &wireErr{Code: code, Message: msg}); err != nil {
+		s.log.Error("could not answer a rejected frame", "err", err)
+	}
+}
+
+// encodeFailed reports whether err came from encoding a value rather than
+// from writing it.
+func encodeFailed(err error) bool {
+	var me *json.MarshalerError
+	var ve *json.UnsupportedValueError
+	var te *json.UnsupportedTypeError
+	return errors.As(err, &me) || errors.As(err, &ve) || errors.As(err, &te)
+}
+
+// WriteObject implements jsonrpc2.ObjectStream for what the library sends:
+// the worker's notifications.
+func (s *stream) WriteObject(obj any) error { return s.writeFrame(obj) }
+
+// writeFrame encodes v as one line; a json.Encoder hands a value and its
+// newline to a single Write.
+func (s *stream) writeFrame(v any) error {
+	enc := json.NewEncoder(frameWriter{s})
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// frameWriter writes one encoded frame under the write lock, refusing frames
+// the host would drop and anything after Close.
 type frameWriter struct{ s *stream }
 
 type errFrameTooLarge struct{ n int }
@@ -418,46 +264,23 @@ func (w frameWriter) Write(b []byte) (int, error) {
 	}
 	w.s.wmu.Lock()
 	defer w.s.wmu.Unlock()
+	select {
+	case <-w.s.done:
+		return 0, jsonrpc2.ErrClosed
+	default:
+	}
 	return w.s.out.Write(b)
-}
-
-func (s *stream) writeLine(b []byte) error {
-	b = append(b, '\n')
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	_, err := s.out.Write(b)
-	return err
-}
-
-// writeError answers a frame the library never sees. id nil means null.
-func (s *stream) writeError(id json.RawMessage, code int64, msg string) error {
-	if id == nil {
-		id = json.RawMessage("null")
-	}
-	b, err := json.Marshal(struct {
-		JSONRPC string          `json:"jsonrpc"`
-		ID      json.RawMessage `json:"id"`
-		Error   wireErr         `json:"error"`
-	}{"2.0", id, wireErr{Code: code, Message: msg}})
-	if err != nil {
-		return err
-	}
-	return s.writeLine(b)
 }
 
 // Close implements jsonrpc2.ObjectStream. It closes the input when it can so
 // a blocked read returns; the output belongs to the caller.
 func (s *stream) Close() error {
-	s.mu.Lock()
-	already := s.closed
-	s.closed = true
-	s.mu.Unlock()
-	if already {
-		return nil
-	}
-	close(s.done)
-	if s.inClose == nil {
-		return nil
-	}
-	return s.inClose()
+	var err error
+	s.closeOnce.Do(func() {
+		close(s.done)
+		if s.inClose != nil {
+			err = s.inClose()
+		}
+	})
+	return err
 }

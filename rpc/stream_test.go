@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -90,4 +91,15 @@ func TestOversizedResultBecomesError(t *testing.T) {
 	m := p.recv()
 	require.Equal(t, json.Number("1"), m["id"])
 	require.Contains(t, m["error"].(map[string]any)["message"], "exceeds the host's")
+}
+
+func TestUnencodableResultBecomesError(t *testing.T) {
+	reg := NewRegistry()
+	reg.Register("nan", func(_ context.Context, _ json.RawMessage) (any, error) { return math.NaN(), nil })
+	p := startPeer(t, reg, Options{})
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"nan"}`)
+	m := p.recv()
+	require.Equal(t, json.Number("1"), m["id"])
+	require.Equal(t, CodeWorkerError, errCode(t, m))
+	require.Equal(t, "could not encode the result", m["error"].(map[string]any)["message"])
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 	"unicode/utf16"
 
 	"github.com/sourcegraph/jsonrpc2"
@@ -17,8 +16,6 @@ const (
 	MaxLogChunkChars = 1_000_000
 	// MaxLogTotalChars is what the host accepts per execute call.
 	MaxLogTotalChars = 128 << 20
-	// DefaultCallTimeout bounds a worker→host request without a deadline.
-	DefaultCallTimeout = 30 * time.Second
 )
 
 var (
@@ -31,78 +28,6 @@ var (
 	// MaxLogTotalChars characters; the host drops anything beyond.
 	ErrLogBudget = errors.New("rpc: execute.log budget for this call is spent")
 )
-
-// InvocationID returns the paperclipInvocation.id of the request ctx serves,
-// or "".
-func InvocationID(ctx context.Context) string {
-	if r, ok := ctx.Value(requestKey{}).(*request); ok {
-		return r.invocationID
-	}
-	return ""
-}
-
-// Notify sends a worker→host notification. While the request ctx serves is
-// still unanswered, it carries that request's paperclipInvocationId.
-func Notify(ctx context.Context, method string, params any) error {
-	s, r, err := fromContext(ctx)
-	if err != nil {
-		return err
-	}
-	conn := s.conn.Load()
-	if r == nil {
-		return conn.Notify(ctx, method, params)
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return conn.Notify(ctx, method, params, r.invocationOpt()...)
-}
-
-// Call sends a worker→host request and decodes its result into result (which
-// may be nil). Without a deadline on ctx it gives up after
-// DefaultCallTimeout. The invocation id is echoed as for [Notify].
-func Call(ctx context.Context, method string, params, result any) error {
-	s, r, err := fromContext(ctx)
-	if err != nil {
-		return err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultCallTimeout)
-		defer cancel()
-	}
-	var opts []jsonrpc2.CallOption
-	if r != nil {
-		r.mu.Lock()
-		opts = r.invocationOpt()
-		r.mu.Unlock()
-	}
-	err = s.conn.Load().Call(ctx, method, params, result, opts...)
-	var je *jsonrpc2.Error
-	if errors.As(err, &je) {
-		return &Error{Code: je.Code, Message: je.Message}
-	}
-	if err != nil && ctx.Err() != nil {
-		return fmt.Errorf("rpc: host did not answer %s: %w", method, ctx.Err())
-	}
-	return err
-}
-
-// invocationOpt must be called with r.mu held.
-func (r *request) invocationOpt() []jsonrpc2.CallOption {
-	if r.answered || r.invocationID == "" {
-		return nil
-	}
-	return []jsonrpc2.CallOption{jsonrpc2.ExtraField("paperclipInvocationId", r.invocationID)}
-}
-
-func fromContext(ctx context.Context) (*server, *request, error) {
-	s, _ := ctx.Value(serverKey{}).(*server)
-	if s == nil || s.conn.Load() == nil {
-		return nil, nil, ErrNotServing
-	}
-	r, _ := ctx.Value(requestKey{}).(*request)
-	return s, r, nil
-}
 
 // LogStream names an execute.log stream.
 type LogStream string
@@ -127,14 +52,20 @@ func ExecuteLog(ctx context.Context, stream LogStream, text string) error {
 	if text == "" {
 		return nil
 	}
-	s, r, err := fromContext(ctx)
-	if err != nil {
-		return err
+	var conn *jsonrpc2.Conn
+	if s, _ := ctx.Value(serverKey{}).(*server); s != nil {
+		conn = s.conn.Load()
 	}
+	if conn == nil {
+		return ErrNotServing
+	}
+	r, _ := ctx.Value(requestKey{}).(*request)
 	if r == nil || r.invocationID == "" {
 		return errors.New("rpc: execute.log needs the paperclipInvocation of an execute request")
 	}
-	conn := s.conn.Load()
+	// The host routes a chunk by the invocation id; chunks without it are
+	// dropped.
+	invocation := jsonrpc2.ExtraField("paperclipInvocationId", r.invocationID)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for text != "" {
@@ -145,7 +76,7 @@ func ExecuteLog(ctx context.Context, stream LogStream, text string) error {
 		if r.logChars+int64(units) > MaxLogTotalChars {
 			return ErrLogBudget
 		}
-		err := conn.Notify(ctx, "execute.log", logParams{Stream: string(stream), Chunk: chunk}, r.invocationOpt()...)
+		err := conn.Notify(ctx, "execute.log", logParams{Stream: string(stream), Chunk: chunk}, invocation)
 		if err != nil {
 			return err
 		}
