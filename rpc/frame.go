@@ -29,7 +29,8 @@ func (e *errLineTooLong) Error() string {
 	return fmt.Sprintf("line of at least %d bytes exceeds the frame limit", e.size)
 }
 
-// readLine returns the next line without its terminator. At EOF a final
+// readLine returns the next line without its terminator or surrounding
+// white space (so CRLF and blank lines need no care). At EOF a final
 // unterminated line is returned first; then io.EOF. A line over the limit is
 // buffered only up to the limit; the rest is discarded as it streams in.
 func (s *stream) readLine() ([]byte, error) {
@@ -55,10 +56,8 @@ func (s *stream) readLine() ([]byte, error) {
 			continue
 		case over && (err == nil || err == io.EOF):
 			return nil, &errLineTooLong{size: size, id: sniffID(buf)}
-		case err == nil:
-			return bytes.TrimSuffix(buf, []byte("\n")), nil
-		case err == io.EOF && len(buf) > 0:
-			return buf, nil
+		case err == nil, err == io.EOF && len(buf) > 0:
+			return bytes.TrimSpace(buf), nil
 		default:
 			return nil, err
 		}

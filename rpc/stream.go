@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,7 +100,6 @@ func (s *stream) ReadObject(v any) error {
 			<-s.done
 			return err
 		}
-		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}
