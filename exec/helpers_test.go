@@ -44,6 +44,9 @@ type env struct {
 	target cmdexec.Target
 }
 
+// fault is an error the emulator injects (short for the tables).
+type fault = daytonatest.Fault
+
 type envOpt func(*cmdexec.Options)
 
 func withFakeClock(o *cmdexec.Options) { o.Clock = exectest.NewFakeClock() }
@@ -190,7 +193,15 @@ type execOut struct {
 	err error
 }
 
-// bash runs script with bash -c through the runner.
+// onBothPaths runs f as a subtest on the session path and one-shot.
+func onBothPaths(t *testing.T, f func(t *testing.T, bypass bool)) {
+	t.Helper()
+	for _, bypass := range []bool{false, true} {
+		t.Run(map[bool]string{false: "session", true: "one-shot"}[bypass], func(t *testing.T) { f(t, bypass) })
+	}
+}
+
+// bashReq runs script with bash -c through the runner.
 func bashReq(script string) cmdexec.Request {
 	return cmdexec.Request{Command: "bash", Args: []string{"-c", script}, Timeout: time.Hour}
 }
