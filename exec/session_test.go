@@ -53,11 +53,12 @@ func (c streamedCase) start(t *testing.T) (*env, *streamed, cmdexec.Result, erro
 // its output, the live output equal to it, dispatched exactly once.
 func TestStreamedCommandCompletes(t *testing.T) {
 	release := make(chan struct{}) // holds the fast-path read of "early status read ends the follow"
-	cases := []struct {
+	type completes struct {
 		streamedCase
 		ws        int    // follow connections (0: not checked)
 		logStream string // metadata.logStream ("": not checked)
-	}{{
+	}
+	cases := []completes{{
 		// Fake clock: early status reads never come due.
 		streamedCase: streamedCase{name: "one stream call, one status read, one snapshot", fakeClock: true,
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
@@ -170,11 +171,7 @@ func TestStreamedCommandCompletes(t *testing.T) {
 	// (9, 12), inside the second marker (14, 15), inside the second line
 	// (17). One reconnect; its replayed prefix is dropped by byte offset.
 	for _, cut := range []int{1, 2, 5, 9, 12, 14, 15, 17} {
-		cases = append(cases, struct {
-			streamedCase
-			ws        int
-			logStream string
-		}{streamedCase: streamedCase{name: fmt.Sprintf("socket closed after %d bytes", cut),
+		cases = append(cases, completes{streamedCase: streamedCase{name: fmt.Sprintf("socket closed after %d bytes", cut),
 			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: cut, Times: 1}},
 			check: func(t *testing.T, _ *env, s *streamed, _ cmdexec.Result) {
 				for _, c := range s.rec.all() {
@@ -185,16 +182,15 @@ func TestStreamedCommandCompletes(t *testing.T) {
 	// A socket that connects and never sends, and one that never connects:
 	// after SilentSocketLimit the output written meanwhile arrives by
 	// polling, and no second socket is opened.
-	for _, f := range []fault{
-		{Route: rLogs, WSSilent: true, Times: 1},
-		{Method: "GET", Route: rLogs, Hang: true, Times: 1},
+	for _, f := range []struct {
+		name  string
+		fault fault
+	}{
+		{"socket connected but silent", fault{Route: rLogs, WSSilent: true, Times: 1}},
+		{"socket never connects", fault{Method: "GET", Route: rLogs, Hang: true, Times: 1}},
 	} {
-		cases = append(cases, struct {
-			streamedCase
-			ws        int
-			logStream string
-		}{streamedCase: streamedCase{name: fmt.Sprintf("silent socket (WSSilent %v) switches to polling", f.WSSilent), fakeClock: true,
-			faults: []fault{f},
+		cases = append(cases, completes{streamedCase: streamedCase{name: f.name + ": polling after SilentSocketLimit", fakeClock: true,
+			faults: []fault{f.fault},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				e.awaitTimer(cmdexec.SilentSocketLimit)
 				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
