@@ -29,7 +29,7 @@ type streamedCase struct {
 	check func(t *testing.T, e *env, s *streamed, res cmdexec.Result)
 }
 
-func (c streamedCase) start(t *testing.T) (*env, *streamed, cmdexec.Result, error) {
+func (c streamedCase) execute(t *testing.T) (*env, *streamed, cmdexec.Result, error) {
 	var e *env
 	if c.fakeClock {
 		e = newEnv(t, withFakeClock)
@@ -204,7 +204,7 @@ func TestStreamedCommandCompletes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e, s, res, err := c.start(t)
+			e, s, res, err := c.execute(t)
 			require.NoError(t, err)
 			require.NotNil(t, res.ExitCode)
 			assert.Equal(t, 0, *res.ExitCode)
@@ -323,7 +323,7 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 		reason: "Command timed out after 7200 s.\n",
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			e, s, res, err := c.start(t)
+			e, s, res, err := c.execute(t)
 			require.NoError(t, err)
 			assert.True(t, res.TimedOut)
 			assert.Nil(t, res.ExitCode)
@@ -422,7 +422,7 @@ func TestInterruptedCommandKeepsPartialOutput(t *testing.T) {
 		stdout: streamedOut,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
-			e, s, res, err := c.start(t)
+			e, s, res, err := c.execute(t)
 			require.Error(t, err)
 			t.Logf("error: %v", err)
 			assert.Nil(t, res.ExitCode)
