@@ -1,17 +1,8 @@
 package exec_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
-	"os"
-	osexec "os/exec"
-	"path/filepath"
-	"runtime/debug"
-	"runtime/metrics"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +10,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
 // BenchmarkCommandsPerLease measures sequential and parallel executes of a
@@ -160,9 +152,9 @@ func BenchmarkOneShotPeakMemory(b *testing.B) {
 			var heap, rss float64
 			b.SetBytes(int64(mib) << 20)
 			for i := 0; i < b.N; i++ {
-				p := startPeak()
+				p := testenv.StartPeak()
 				res, err := r.Execute(b.Context(), target, req, nil)
-				h, m := p.done()
+				h, m := p.Done()
 				if err != nil || res.ExitCode == nil || *res.ExitCode != 7 || res.Metadata["outputTruncated"] != true {
 					b.Fatalf("execute: %v %v", err, res.Metadata)
 				}
@@ -174,86 +166,11 @@ func BenchmarkOneShotPeakMemory(b *testing.B) {
 	}
 }
 
-// startSim builds and starts cmd/daytona-sim, creates a started sandbox in
-// it and returns a one-shot target; the child is stopped at cleanup.
+// startSim starts cmd/daytona-sim out of process with a started sandbox
+// in it and returns a one-shot target.
 func startSim(b *testing.B) cmdexec.Target {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "daytona-sim")
-	build := osexec.Command("go", "build", "-o", bin, "../cmd/daytona-sim")
-	build.Stderr = os.Stderr
-	require.NoError(b, build.Run())
-	cmd := osexec.Command(bin, "-dir", b.TempDir())
-	stdin, err := cmd.StdinPipe()
-	require.NoError(b, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(b, cmd.Start())
-	b.Cleanup(func() {
-		stdin.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(b, err)
-	var info struct{ APIURL, APIKey string }
-	require.NoError(b, json.Unmarshal([]byte(line), &info))
-	c, err := daytona.NewClient(daytona.WithAPIURL(info.APIURL), daytona.WithAPIKey(info.APIKey))
-	require.NoError(b, err)
-	sb, _, err := c.Sandboxes.Create(b.Context(), &daytona.CreateSandboxRequest{Name: "bench", Snapshot: "base"})
-	require.NoError(b, err)
-	sb, err = c.Sandboxes.WaitUntilStarted(b.Context(), sb.ID)
-	require.NoError(b, err)
-	return cmdexec.Target{Client: c, Sandbox: sb.Ref()}
-}
-
-// peakSampler samples the live heap every 2 ms and reads the process's
-// peak RSS (VmHWM, reset through /proc/self/clear_refs when it starts).
-type peakSampler struct {
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	peakHeap uint64
-}
-
-func startPeak() *peakSampler {
-	// Collect and hand freed memory back first, so each measurement starts
-	// from the same floor whatever the previous command left behind.
-	debug.FreeOSMemory()
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
-	p := &peakSampler{stop: make(chan struct{})}
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		tk := time.NewTicker(2 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			metrics.Read(s)
-			p.peakHeap = max(p.peakHeap, s[0].Value.Uint64())
-			select {
-			case <-p.stop:
-				return
-			case <-tk.C:
-			}
-		}
-	}()
-	return p
-}
-
-// done stops sampling and returns the peaks in MiB.
-func (p *peakSampler) done() (heapMiB, rssMiB float64) {
-	close(p.stop)
-	p.wg.Wait()
-	return float64(p.peakHeap) / (1 << 20), float64(vmHWM()) / (1 << 20)
-}
-
-func vmHWM() int64 {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n << 10
-		}
-	}
-	return 0
+	sim := testenv.StartSim(b)
+	sb := testenv.StartSandbox(b, sim.Client, nil)
+	return cmdexec.Target{Client: sim.Client, Sandbox: sb.Ref()}
 }

@@ -11,14 +11,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 	"github.com/daytonaworker/daytona-worker/exec/exectest"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
 // Route templates of the toolbox (relative to <toolboxProxyUrl>/<id>).
@@ -43,6 +44,9 @@ type env struct {
 	target cmdexec.Target
 }
 
+// fault is an error the emulator injects (short for the tables).
+type fault = daytonatest.Fault
+
 type envOpt func(*cmdexec.Options)
 
 func withFakeClock(o *cmdexec.Options) { o.Clock = exectest.NewFakeClock() }
@@ -52,29 +56,18 @@ func withCap(n int64) envOpt { return func(o *cmdexec.Options) { o.OutputCap = n
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
 	checkNoLeaks(t)
-	srv := daytonatest.NewServer(t)
-	c, err := daytona.NewClient(
-		daytona.WithAPIURL(srv.URL()),
-		daytona.WithAPIKey(srv.APIKey()),
-		daytona.WithPollBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) }),
-		daytona.WithRetryPolicy(daytona.RetryPolicy{MaxRetries: -1}),
-	)
-	require.NoError(t, err)
-	sb, _, err := c.Sandboxes.Create(t.Context(), &daytona.CreateSandboxRequest{Name: "exec-test-" + uuid.NewString()[:8], Snapshot: "base"})
-	require.NoError(t, err)
-	sb, err = c.Sandboxes.WaitUntilStarted(t.Context(), sb.ID)
-	require.NoError(t, err)
-	info, ok := srv.Sandbox(sb.ID)
-	require.True(t, ok)
-	o := cmdexec.Options{StdinDir: filepath.Join(info.Root, "tmp")}
+	// No client retries: a fault a test injects reaches the runner as is.
+	te := testenv.New(t, testenv.WithClient(daytona.WithRetryPolicy(daytona.RetryPolicy{MaxRetries: -1})))
+	sb := te.StartSandbox(t, nil)
+	o := cmdexec.Options{StdinDir: filepath.Join(sb.Info.Root, "tmp")}
 	for _, f := range opts {
 		f(&o)
 	}
-	e := &env{t: t, srv: srv, client: c, sb: sb, info: info, runner: cmdexec.NewRunner(o)}
+	e := &env{t: t, srv: te.Server, client: te.Client, sb: sb.Sandbox, info: sb.Info, runner: cmdexec.NewRunner(o)}
 	if fc, ok := o.Clock.(*exectest.FakeClock); ok {
 		e.clock = fc
 	}
-	e.target = cmdexec.Target{Client: c, Sandbox: sb.Ref(), LeaseKey: "lease-" + sb.ID}
+	e.target = cmdexec.Target{Client: te.Client, Sandbox: sb.Ref(), LeaseKey: "lease-" + sb.ID}
 	return e
 }
 
@@ -200,22 +193,107 @@ type execOut struct {
 	err error
 }
 
-// bash runs script with bash -c through the runner.
+// onBothPaths runs f as a subtest on the session path and one-shot.
+func onBothPaths(t *testing.T, f func(t *testing.T, bypass bool)) {
+	t.Helper()
+	for _, bypass := range []bool{false, true} {
+		t.Run(map[bool]string{false: "session", true: "one-shot"}[bypass], func(t *testing.T) { f(t, bypass) })
+	}
+}
+
+// bashReq runs script with bash -c through the runner.
 func bashReq(script string) cmdexec.Request {
 	return cmdexec.Request{Command: "bash", Args: []string{"-c", script}, Timeout: time.Hour}
 }
 
+// start runs req in the background, its live output going to rec (nil:
+// no sink).
 func (e *env) start(req cmdexec.Request, rec *recorder) <-chan execOut {
+	return e.startCtx(e.t.Context(), req, rec)
+}
+
+func (e *env) startCtx(ctx context.Context, req cmdexec.Request, rec *recorder) <-chan execOut {
 	ch := make(chan execOut, 1)
 	var sink cmdexec.Sink
 	if rec != nil {
 		sink = rec.sink
 	}
 	go func() {
-		res, err := e.runner.Execute(e.t.Context(), e.target, req, sink)
+		res, err := e.runner.Execute(ctx, e.target, req, sink)
 		ch <- execOut{res, err}
 	}()
 	return ch
+}
+
+// streamedScript prints multibyte text on both streams, blocks on the
+// gate, then prints more; id tags it so its dispatches can be counted.
+func streamedScript(g *gate, id string) string {
+	return "printf 'l1 é🙂\\n'; printf 'e1 ☃\\n' >&2; printf 'l2 ok\\n'; " + g.shell() + "; printf 'l3 🙂🙂\\n'; printf 'e2\\n' >&2; : " + id
+}
+
+// What streamedScript prints in all, and before its gate.
+const (
+	streamedOut   = "l1 é🙂\nl2 ok\nl3 🙂🙂\n"
+	streamedErr   = "e1 ☃\ne2\n"
+	streamedFirst = "l1 é🙂\nl2 ok\n"
+)
+
+// streamed is one running streamedScript.
+type streamed struct {
+	gate   *gate
+	rec    *recorder
+	id     string
+	ch     <-chan execOut
+	cancel context.CancelFunc // cancels the Execute's context
+}
+
+// startStreamed starts streamedScript with tail appended and timeout (0:
+// bashReq's hour).
+func (e *env) startStreamed(timeout time.Duration, tail string) *streamed {
+	s := &streamed{gate: e.newGate(), rec: newRecorder(), id: tag()}
+	req := bashReq(streamedScript(s.gate, s.id) + tail)
+	if timeout > 0 {
+		req.Timeout = timeout
+	}
+	ctx, cancel := context.WithCancel(e.t.Context())
+	e.t.Cleanup(cancel)
+	s.cancel = cancel
+	s.ch = e.startCtx(ctx, req, s.rec)
+	return s
+}
+
+// awaitFirst waits until the part before the gate has streamed live.
+func (s *streamed) awaitFirst(t *testing.T) { s.rec.await(t, "stdout", "l2 ok\n") }
+
+// finish opens the gate once the first part has streamed and waits for
+// the result: the plain course of a streamed command.
+func (e *env) finish(t *testing.T, s *streamed) (cmdexec.Result, error) {
+	s.awaitFirst(t)
+	s.gate.open(t)
+	return e.wait(s.ch)
+}
+
+func tag() string { return "t" + strings.ReplaceAll(uuid.NewString()[:8], "-", "") }
+
+// assertLive checks the live-output contract: every sink call is
+// non-empty on a known stream, and per stream the streamed text equals
+// the final result.
+func assertLive(t *testing.T, rec *recorder, res cmdexec.Result) {
+	t.Helper()
+	for _, c := range rec.all() {
+		require.NotEmpty(t, c.text)
+		require.Contains(t, []string{"stdout", "stderr"}, c.stream)
+	}
+	assert.Equal(t, res.Stdout, rec.text("stdout"), "live stdout == result stdout")
+	assert.Equal(t, res.Stderr, rec.text("stderr"), "live stderr == result stderr")
+}
+
+// assertLivePrefix checks the contract of a result that is not complete:
+// per stream the streamed text is a prefix of it.
+func assertLivePrefix(t *testing.T, rec *recorder, res cmdexec.Result) {
+	t.Helper()
+	assert.True(t, strings.HasPrefix(res.Stdout, rec.text("stdout")), "live stdout %q is a prefix of %q", rec.text("stdout"), res.Stdout)
+	assert.True(t, strings.HasPrefix(res.Stderr, rec.text("stderr")), "live stderr %q is a prefix of %q", rec.text("stderr"), res.Stderr)
 }
 
 func (e *env) wait(ch <-chan execOut) (cmdexec.Result, error) {
@@ -276,11 +354,31 @@ func (e *env) awaitTimer(d time.Duration) {
 	require.NoError(e.t, e.clock.AwaitTimer(ctx, d), "timer %v never armed (pending %v)", d, e.clock.Pending())
 }
 
-// lastCommand returns the emulator's record of the last session dispatch.
+// lastDispatch returns the emulator's record of the last session dispatch.
 func (e *env) lastDispatch() daytonatest.Dispatch {
 	ds := e.srv.Dispatches()
 	require.NotEmpty(e.t, ds)
 	return ds[len(ds)-1]
+}
+
+// awaitExited waits until the last dispatched command has exited in the
+// emulator.
+func (e *env) awaitExited() {
+	e.t.Helper()
+	d := e.lastDispatch()
+	_, err := e.srv.AwaitCommand(ctxT(e.t), d.Sandbox, d.Session, d.CommandID)
+	require.NoError(e.t, err)
+}
+
+// startAgain waits until the stopped sandbox (its sessions died with it)
+// is stopped and starts it again.
+func (e *env) startAgain() {
+	e.t.Helper()
+	require.NoError(e.t, e.srv.AwaitState(ctxT(e.t), e.sb.ID, daytonatest.StateStopped))
+	_, _, err := e.client.Sandboxes.Start(ctxT(e.t), e.sb.ID)
+	require.NoError(e.t, err)
+	_, err = e.client.Sandboxes.WaitUntilStarted(ctxT(e.t), e.sb.ID)
+	require.NoError(e.t, err)
 }
 
 // wsCount counts follow connections (log GETs with follow=true).

@@ -9,14 +9,8 @@ import (
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
+	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
-
-// shellQuote wraps v in single quotes, replacing each ' with '"'"'
-// (docs/behavior.md#small-functions; identical to provider.ShellQuote, duplicated
-// here because provider imports this package).
-func shellQuote(v string) string {
-	return "'" + strings.ReplaceAll(v, "'", `'"'"'`) + "'"
-}
 
 var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
@@ -63,7 +57,7 @@ func buildScript(command string, args []string, cwd string, env map[string]strin
 	b.WriteString(profilePrelude)
 	if cwd != "" {
 		b.WriteString(" && cd ")
-		b.WriteString(shellQuote(cwd))
+		b.WriteString(shell.Quote(cwd))
 	}
 	b.WriteString(" && env")
 	seen := map[string]bool{}
@@ -73,7 +67,7 @@ func buildScript(command string, args []string, cwd string, env map[string]strin
 			v = ov
 		}
 		seen[kv[0]] = true
-		fmt.Fprintf(&b, " %s=%s", kv[0], shellQuote(v))
+		fmt.Fprintf(&b, " %s=%s", kv[0], shell.Quote(v))
 	}
 	keys := make([]string, 0, len(env))
 	for k := range env {
@@ -83,17 +77,17 @@ func buildScript(command string, args []string, cwd string, env map[string]strin
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(&b, " %s=%s", k, shellQuote(env[k]))
+		fmt.Fprintf(&b, " %s=%s", k, shell.Quote(env[k]))
 	}
 	b.WriteString(" ")
-	b.WriteString(shellQuote(command))
+	b.WriteString(shell.Quote(command))
 	for _, a := range args {
 		b.WriteString(" ")
-		b.WriteString(shellQuote(a))
+		b.WriteString(shell.Quote(a))
 	}
 	if stdinPath != "" {
 		b.WriteString(" < ")
-		b.WriteString(shellQuote(stdinPath))
+		b.WriteString(shell.Quote(stdinPath))
 	}
 	return b.String()
 }

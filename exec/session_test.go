@@ -1,77 +1,440 @@
 package exec_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 )
 
-// assertLive checks the live-output contract: every sink call is valid
-// UTF-8 without spurious U+FFFD, and per stream the streamed text equals
-// the final result (complete) — or is a prefix of it (prefixOnly).
-func assertLive(t *testing.T, rec *recorder, res cmdexec.Result) {
-	t.Helper()
-	for _, c := range rec.all() {
-		require.NotEmpty(t, c.text)
-		require.Contains(t, []string{"stdout", "stderr"}, c.stream)
-	}
-	assert.Equal(t, res.Stdout, rec.text("stdout"), "live stdout == result stdout")
-	assert.Equal(t, res.Stderr, rec.text("stderr"), "live stderr == result stderr")
+// streamedCase is one run of streamedScript on the session path: the
+// faults injected before it starts, how the test takes it from its start
+// to its result, and what only this case checks of the result. Each table
+// below checks what its cases have in common.
+type streamedCase struct {
+	name      string
+	fakeClock bool
+	faults    []fault
+	timeout   time.Duration // 0: bashReq's hour
+	tail      string        // appended to the script
+	// run takes the command to its result (nil: env.finish).
+	run   func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error)
+	check func(t *testing.T, e *env, s *streamed, res cmdexec.Result)
 }
 
-func tag() string { return "t" + strings.ReplaceAll(uuid.NewString()[:8], "-", "") }
-
-func TestSessionSeparatesStreamsAndReusesOneSession(t *testing.T) {
-	e := newEnv(t)
-	rec := newRecorder()
-	id := tag()
-	res, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{
-		Command: "bash", Args: []string{"-c", "echo out-$1; echo err-$1 >&2; exit 7", "x", id}, Timeout: time.Hour,
-	}, rec.sink)
-	require.NoError(t, err)
-	require.NotNil(t, res.ExitCode)
-	assert.Equal(t, 7, *res.ExitCode)
-	assert.False(t, res.TimedOut)
-	assert.Equal(t, "out-"+id+"\n", res.Stdout)
-	assert.Equal(t, "err-"+id+"\n", res.Stderr)
-	assertLive(t, rec, res)
-	assert.Equal(t, 1, e.srv.CountDispatches(id), "dispatched exactly once")
-	d := e.lastDispatch()
-	assert.True(t, d.Async, "runAsync")
-	assert.True(t, strings.HasPrefix(d.Command, "( ") && strings.HasSuffix(d.Command, " )"), "subshell wrap: %s", d.Command)
-	assert.True(t, strings.HasPrefix(d.Session, "paperclip-"))
-	assert.NotContains(t, d.Command, "bwrap")
-	assert.Contains(t, res.Metadata, "durationMs")
-
-	// A top-level exit in the command ends only the subshell: the same
-	// session runs the next command.
-	res2, err := e.runner.Execute(ctxT(t), e.target, bashReq("exit 3"), nil)
-	require.NoError(t, err)
-	require.NotNil(t, res2.ExitCode)
-	assert.Equal(t, 3, *res2.ExitCode)
-	res3, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"still", "alive"}, Timeout: time.Hour}, nil)
-	require.NoError(t, err)
-	assert.Equal(t, "still alive\n", res3.Stdout)
-	assert.Equal(t, 0, *res3.ExitCode)
-	assert.Equal(t, 1, e.count("POST", rSession), "one session for the lease")
-	for _, d := range e.srv.Dispatches() {
-		assert.Equal(t, e.runner.SessionID(e.target.LeaseKey), d.Session)
+func (c streamedCase) execute(t *testing.T) (*env, *streamed, cmdexec.Result, error) {
+	var e *env
+	if c.fakeClock {
+		e = newEnv(t, withFakeClock)
+	} else {
+		e = newEnv(t)
 	}
+	for _, f := range c.faults {
+		e.srv.Inject(f)
+	}
+	s := e.startStreamed(c.timeout, c.tail)
+	run := c.run
+	if run == nil {
+		run = func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) { return e.finish(t, s) }
+	}
+	res, err := run(t, e, s)
+	return e, s, res, err
+}
 
-	// Teardown deletes it and clears the store.
-	require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
-	assert.Equal(t, 1, e.count("DELETE", rSessionD))
-	assert.Equal(t, "", e.runner.SessionID(e.target.LeaseKey))
-	require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
-	assert.Equal(t, 1, e.count("DELETE", rSessionD), "a second teardown deletes nothing")
+// TestStreamedCommandCompletes: whatever happens to the log stream and the
+// status reads, a command that exits gets a completed result with all of
+// its output, the live output equal to it, dispatched exactly once.
+func TestStreamedCommandCompletes(t *testing.T) {
+	release := make(chan struct{}) // holds the fast-path read of "early status read ends the follow"
+	type completes struct {
+		streamedCase
+		ws        int    // follow connections (0: not checked)
+		logStream string // metadata.logStream ("": not checked)
+	}
+	cases := []completes{{
+		// Fake clock: early status reads never come due.
+		streamedCase: streamedCase{name: "one stream call, one status read, one snapshot", fakeClock: true,
+			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
+				assert.Equal(t, 2, e.count("GET", rLogs), "the stream and one final snapshot")
+				assert.Equal(t, 2, e.count("GET", rStatus), "fast-path read and one exit-code read after the stream ended")
+			}},
+		ws: 1, logStream: "followed",
+	}, {
+		// The socket stays silent; the first early status read (25 ms on
+		// the fake clock) sees the exit, the final snapshot supplies the
+		// output. A real clock would let a loaded machine overrun the
+		// reads' 500 ms bound and make further early reads. The fast-path
+		// read is held until the command has exited and then answers
+		// "running" (as a read racing the exit would).
+		streamedCase: streamedCase{name: "early status read ends the follow without waiting for the close", fakeClock: true,
+			faults: []fault{
+				{Route: rLogs, WSSilent: true, Times: 1},
+				{Method: "GET", Route: rStatus, Times: 1, Gate: release, Status: 200, Body: `{"id":"c","command":"c"}`},
+			},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
+				s.gate.open(t)
+				e.awaitExited()
+				close(release)
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1), "the follow connects")
+				e.awaitTimer(25 * time.Millisecond)
+				e.clock.Advance(25 * time.Millisecond)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
+				assert.Equal(t, 2, e.count("GET", rStatus), "the fast-path read and the first early read")
+			}},
+		ws: 1,
+	}, {
+		// The final frame never arrives; the final snapshot, read as the
+		// raw log streamed (bounded memory whatever its size), fills it in
+		// by byte offset without a second socket: the bytes written after
+		// the socket closed are recovered.
+		streamedCase: streamedCase{name: "final frame lost, reconciled by the streamed snapshot",
+			faults: []fault{{Route: rLogs, WSDropFinal: true, Times: 1}},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.gate.open(t)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
+				assert.NotContains(t, res.Metadata, "finalSnapshotSkipped")
+			}},
+		ws: 1, // the snapshot is plain HTTP
+	}, {
+		// The first logs GET is the follow socket; the second (final
+		// snapshot) answers a log that is shorter than what was streamed.
+		streamedCase: streamedCase{name: "snapshot shorter than the stream",
+			faults: []fault{{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Status: 200,
+				Body: `{"output":"","stdout":"l1","stderr":""}`}}},
+	}, {
+		// Fake clock: no early reads, only the fast-path read fails.
+		streamedCase: streamedCase{name: "fast-path status read fails: keeps streaming", fakeClock: true,
+			faults: []fault{{Method: "GET", Route: rStatus, Times: 1, Status: 500}},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.gate.open(t)
+				return e.wait(s.ch)
+			}},
+	}, {
+		streamedCase: streamedCase{name: "hung fast-path status read is bounded", fakeClock: true,
+			faults: []fault{{Method: "GET", Route: rStatus, Times: 1, Hang: true}},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				e.awaitTimer(cmdexec.FastPathBound)
+				// The hung read must have reached the server, or the fault
+				// would catch a later read.
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
+				e.clock.Advance(cmdexec.FastPathBound)
+				return e.finish(t, s)
+			}},
+		ws: 1,
+	}, {
+		// Both connections break after a few bytes: reconnect once, then
+		// poll.
+		streamedCase: streamedCase{name: "reconnect once, then poll", fakeClock: true,
+			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 6, Times: 2}},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				e.awaitTimer(cmdexec.PollInterval) // polling after two failed connections
+				e.awaitOutput("l2 ok")
+				e.clock.Advance(cmdexec.PollInterval)
+				s.awaitFirst(t)
+				s.gate.open(t)
+				return e.drive(s.ch, cmdexec.PollInterval)
+			}},
+		ws: 2,
+	}, {
+		// Hour-long commands: no invented exit and no lifetime cap.
+		streamedCase: streamedCase{name: "two-hour command on the injected clock", fakeClock: true, timeout: 3 * time.Hour,
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.awaitFirst(t)
+				e.advanceUntil(cmdexec.PollInterval, cmdexec.SilentSocketLimit) // silent → polling
+				for elapsed := time.Duration(0); elapsed < 2*time.Hour; elapsed += 10 * time.Minute {
+					e.awaitTimer(cmdexec.PollInterval)
+					e.clock.Advance(10 * time.Minute)
+				}
+				s.gate.open(t)
+				return e.drive(s.ch, cmdexec.PollInterval)
+			},
+			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
+				assert.False(t, res.TimedOut)
+				assert.GreaterOrEqual(t, res.Metadata["durationMs"], int64(2*time.Hour/time.Millisecond))
+			}},
+	}}
+	// A socket closed mid-line, mid-marker or mid-character: the log bytes
+	// are 01 01 01 "l1 é🙂\n" (13 bytes) then the next marker and line.
+	// Cuts: inside the first marker (1, 2), mid-line (5), inside the emoji
+	// (9, 12), inside the second marker (14, 15), inside the second line
+	// (17). One reconnect; its replayed prefix is dropped by byte offset.
+	for _, cut := range []int{1, 2, 5, 9, 12, 14, 15, 17} {
+		cases = append(cases, completes{streamedCase: streamedCase{name: fmt.Sprintf("socket closed after %d bytes", cut),
+			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: cut, Times: 1}},
+			check: func(t *testing.T, _ *env, s *streamed, _ cmdexec.Result) {
+				for _, c := range s.rec.all() {
+					assert.NotContains(t, c.text, "\uFFFD")
+				}
+			}}, ws: 2})
+	}
+	// A socket that connects and never sends, and one that never connects:
+	// after SilentSocketLimit the output written meanwhile arrives by
+	// polling, and no second socket is opened.
+	for _, f := range []struct {
+		name  string
+		fault fault
+	}{
+		{"socket connected but silent", fault{Route: rLogs, WSSilent: true, Times: 1}},
+		{"socket never connects", fault{Method: "GET", Route: rLogs, Hang: true, Times: 1}},
+	} {
+		cases = append(cases, completes{streamedCase: streamedCase{name: f.name + ": polling after SilentSocketLimit", fakeClock: true,
+			faults: []fault{f.fault},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				e.awaitTimer(cmdexec.SilentSocketLimit)
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
+				e.awaitOutput("l2 ok")
+				e.clock.Advance(cmdexec.SilentSocketLimit)
+				s.awaitFirst(t)
+				assert.Empty(t, s.rec.text("stdout")[len(streamedFirst):])
+				s.gate.open(t)
+				return e.drive(s.ch, cmdexec.PollInterval)
+			}}, ws: 1, logStream: "polled"})
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e, s, res, err := c.execute(t)
+			require.NoError(t, err)
+			require.NotNil(t, res.ExitCode)
+			assert.Equal(t, 0, *res.ExitCode)
+			assert.Equal(t, streamedOut, res.Stdout)
+			assert.Equal(t, streamedErr, res.Stderr)
+			assertLive(t, s.rec, res)
+			assert.Equal(t, 1, e.srv.CountDispatches(s.id), "dispatched exactly once")
+			if c.ws > 0 {
+				assert.Equal(t, c.ws, e.wsCount(), "follow connections")
+			}
+			if c.logStream != "" {
+				assert.Equal(t, c.logStream, res.Metadata["logStream"])
+			}
+			if c.check != nil {
+				c.check(t, e, s, res)
+			}
+		})
+	}
+}
+
+// TestTimedOutCommandKeepsPartialOutput: a command or an observation that
+// runs out of time gives a timed-out result without an exit code, its
+// stderr ending with the reason, the live output a prefix of it,
+// dispatched exactly once.
+func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
+	var first string // the session before the deadline of "command deadline…"
+	for _, c := range []struct {
+		streamedCase
+		reason    string // the line stderr ends with
+		confirmed bool   // metadata.commandExitConfirmed
+	}{{
+		// The poll fallback after two failed streams runs out of the
+		// command's budget; the session of the runaway command is deleted.
+		streamedCase: streamedCase{name: "poll fallback", fakeClock: true, timeout: time.Minute,
+			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 0, Times: 2}},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				e.awaitTimer(cmdexec.PollInterval)
+				e.awaitOutput("l2 ok")
+				e.clock.Advance(cmdexec.PollInterval)
+				s.awaitFirst(t)
+				e.awaitTimer(cmdexec.PollInterval)
+				e.clock.Advance(time.Minute)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
+				assert.True(t, strings.HasPrefix(res.Stdout, streamedFirst), res.Stdout)
+				assert.Equal(t, 1, e.count("DELETE", rSessionD), "session of the runaway command deleted")
+			}},
+		reason: "Command timed out after 60 s.\n",
+	}, {
+		// The command exited (the exit code was read) but the final
+		// snapshot stalls until the deadline.
+		streamedCase: streamedCase{name: "final snapshot stall after a confirmed exit", fakeClock: true, timeout: 10 * time.Minute, tail: "; exit 5",
+			faults: []fault{{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Hang: true}},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.awaitFirst(t)
+				s.gate.open(t)
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 2))
+				e.clock.Advance(10 * time.Minute)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
+				assert.Equal(t, "session_log_observation", res.Metadata["timeoutScope"])
+				assert.Equal(t, 5, res.Metadata["observedExitCode"])
+				assert.Equal(t, 0, e.count("DELETE", rSessionD), "an exited command does not retire its session")
+			}},
+		reason: "Session log observation timed out after 600 s; final output may be incomplete.\n", confirmed: true,
+	}, {
+		// After the clean close the status read hangs; the command
+		// deadline (10 min of fake time) ends the observation, the
+		// streamed output is kept.
+		streamedCase: streamedCase{name: "status read hangs after a clean close", fakeClock: true, timeout: 10 * time.Minute,
+			faults: []fault{{Method: "GET", Route: rStatus, Skip: 1, Hang: true}},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				// Fake time moves on a little while the command runs, as
+				// real time would: the status read's own 10 min bound then
+				// ends after the command deadline, not at the same instant
+				// (two timers firing together would race, and a loaded
+				// machine could pick either).
+				e.awaitTimer(25 * time.Millisecond) // following: the command deadline is armed
+				e.clock.Advance(10 * time.Millisecond)
+				s.gate.open(t)
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 2))
+				e.clock.Advance(10*time.Minute - 5*time.Millisecond)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
+				assert.Equal(t, streamedOut, res.Stdout)
+				assert.Equal(t, streamedErr+"Command timed out after 600 s.\n", res.Stderr)
+				assert.Equal(t, "command", res.Metadata["timeoutScope"])
+			}},
+		reason: "Command timed out after 600 s.\n",
+	}, {
+		// The deadline retires the session and deletes it, which kills the
+		// command; the next command gets a fresh session and does not
+		// queue behind it.
+		streamedCase: streamedCase{name: "command deadline retires the session and kills the command", fakeClock: true, timeout: 2 * time.Hour,
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.awaitFirst(t)
+				s.rec.await(t, "stderr", "e1 ☃\n")
+				first = e.runner.SessionID(e.target.LeaseKey)
+				require.NoError(t, e.clock.AwaitTimer(ctxT(t), 2*time.Hour))
+				e.clock.Advance(2 * time.Hour)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
+				assert.Equal(t, streamedFirst, res.Stdout, "partial output")
+				assert.Equal(t, "e1 ☃\nCommand timed out after 7200 s.\n", res.Stderr)
+				assert.Equal(t, "command", res.Metadata["timeoutScope"])
+				assert.Equal(t, 1, e.count("DELETE", rSessionD), "timed-out command's session deleted")
+				res2, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"next"}, Timeout: time.Hour}, nil)
+				require.NoError(t, err)
+				assert.Equal(t, "next\n", res2.Stdout)
+				assert.NotEqual(t, first, e.runner.SessionID(e.target.LeaseKey))
+			}},
+		reason: "Command timed out after 7200 s.\n",
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			e, s, res, err := c.execute(t)
+			require.NoError(t, err)
+			assert.True(t, res.TimedOut)
+			assert.Nil(t, res.ExitCode)
+			assert.True(t, strings.HasSuffix(res.Stderr, c.reason), "stderr ends with the reason: %q", res.Stderr)
+			assert.Equal(t, c.confirmed, res.Metadata["commandExitConfirmed"])
+			assertLivePrefix(t, s.rec, res)
+			assert.Equal(t, 1, e.srv.CountDispatches(s.id), "dispatched exactly once")
+			c.check(t, e, s, res)
+		})
+	}
+}
+
+// TestInterruptedCommandKeepsPartialOutput: a command whose exit is not
+// known (its caller or its lease gave up, the sandbox stopped, the status
+// read failed) ends with an error, never a made-up exit code, and the
+// output that arrived, dispatched exactly once.
+func TestInterruptedCommandKeepsPartialOutput(t *testing.T) {
+	for _, c := range []struct {
+		streamedCase
+		errIs  error // nil: any error
+		stdout string
+	}{{
+		// The abandoned command's session is retired; the lease stays.
+		streamedCase: streamedCase{name: "caller context cancelled ends promptly",
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.awaitFirst(t)
+				s.cancel()
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
+				assert.Equal(t, 1, e.count("DELETE", rSessionD), "the abandoned command's session is retired")
+				assert.True(t, e.runner.LeaseActive(e.target.LeaseKey))
+			}},
+		errIs: context.Canceled, stdout: streamedFirst,
+	}, {
+		// No exit code was recorded: not a completed result. Once the
+		// sandbox runs again, the next command gets a new session.
+		streamedCase: streamedCase{name: "sandbox stopped mid-command",
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.awaitFirst(t)
+				require.NoError(t, e.srv.StopSandbox(e.sb.ID))
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
+				t.Logf("metadata %v", res.Metadata)
+				assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
+				e.startAgain()
+				res, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"again"}}, nil)
+				require.NoError(t, err)
+				assert.Equal(t, "again\n", res.Stdout)
+				assert.Equal(t, 2, e.count("POST", rSession))
+			}},
+		stdout: streamedFirst,
+	}, {
+		// CancelLease ends the in-flight execute at once and refuses later
+		// ones before any provider call, until ReopenLease; teardown still
+		// deletes the session and the tombstone stays.
+		streamedCase: streamedCase{name: "lease cancelled",
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.awaitFirst(t)
+				e.runner.CancelLease(e.target.LeaseKey)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
+				assert.False(t, e.runner.LeaseActive(e.target.LeaseKey))
+				before := len(e.srv.Requests())
+				_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil)
+				assert.ErrorIs(t, err, cmdexec.ErrLeaseNotActive)
+				_, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true", BypassSession: true}, nil)
+				assert.ErrorIs(t, err, cmdexec.ErrLeaseNotActive)
+				assert.Equal(t, before, len(e.srv.Requests()), "refused before any provider call")
+				var lerr *cmdexec.LeaseNotActiveError
+				assert.True(t, errors.As(err, &lerr))
+
+				require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
+				assert.Equal(t, 1, e.count("DELETE", rSessionD))
+				assert.False(t, e.runner.LeaseActive(e.target.LeaseKey))
+				e.runner.ReopenLease(e.target.LeaseKey)
+				res, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"back"}}, nil)
+				require.NoError(t, err)
+				assert.Equal(t, "back\n", res.Stdout)
+			}},
+		errIs: cmdexec.ErrLeaseNotActive, stdout: streamedFirst,
+	}, {
+		// A status error after a clean close is returned; the streamed
+		// output is kept.
+		streamedCase: streamedCase{name: "status read fails after a clean close", fakeClock: true,
+			faults: []fault{{Method: "GET", Route: rStatus, Skip: 1, Status: 500}},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.gate.open(t)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
+				assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
+			}},
+		stdout: streamedOut,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			e, s, res, err := c.execute(t)
+			require.Error(t, err)
+			t.Logf("error: %v", err)
+			assert.Nil(t, res.ExitCode)
+			assert.Equal(t, c.stdout, res.Stdout, "the output that arrived")
+			assertLivePrefix(t, s.rec, res)
+			if c.errIs != nil {
+				require.ErrorIs(t, err, c.errIs)
+			}
+			c.check(t, e, s, res)
+			assert.Equal(t, 1, e.srv.CountDispatches(s.id), "dispatched exactly once")
+		})
+	}
 }
 
 func TestFastPathCommandExitedBeforeFirstStatusRead(t *testing.T) {
@@ -80,16 +443,13 @@ func TestFastPathCommandExitedBeforeFirstStatusRead(t *testing.T) {
 	// follow path would be taken).
 	e := newEnv(t, withFakeClock)
 	release := make(chan struct{})
-	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rStatus, Times: 1, Gate: release})
+	e.srv.Inject(fault{Method: "GET", Route: rStatus, Times: 1, Gate: release})
 	rec := newRecorder()
 	id := tag()
 	ch := e.start(bashReq("printf 'a\\nb'; printf 'E' >&2; : "+id), rec)
 	// Let the first status read wait until the command has finished.
-	ctx := ctxT(t)
-	require.NoError(t, e.srv.Await(ctx, func() bool { return e.srv.CountDispatches(id) == 1 }))
-	d := e.lastDispatch()
-	_, err := e.srv.AwaitCommand(ctx, d.Sandbox, d.Session, d.CommandID)
-	require.NoError(t, err)
+	require.NoError(t, e.srv.Await(ctxT(t), func() bool { return e.srv.CountDispatches(id) == 1 }))
+	e.awaitExited()
 	close(release)
 	res, err := e.wait(ch)
 	require.NoError(t, err)
@@ -102,354 +462,4 @@ func TestFastPathCommandExitedBeforeFirstStatusRead(t *testing.T) {
 	assert.Equal(t, 1, e.count("GET", rLogs), "one final snapshot")
 	assertLive(t, rec, res)
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
-}
-
-// streamedCommand prints multibyte text on both streams, blocks on the
-// gate, then prints more.
-func streamedScript(g *gate, id string) string {
-	return "printf 'l1 é🙂\\n'; printf 'e1 ☃\\n' >&2; printf 'l2 ok\\n'; " + g.shell() + "; printf 'l3 🙂🙂\\n'; printf 'e2\\n' >&2; : " + id
-}
-
-const streamedOut = "l1 é🙂\nl2 ok\nl3 🙂🙂\n"
-const streamedErr = "e1 ☃\ne2\n"
-
-func TestSocketClosedMidLineMidMarkerMidCharacter(t *testing.T) {
-	// Log bytes: 01 01 01 "l1 é🙂\n" (13 bytes) then the next marker and
-	// line. Cuts: inside the first marker (1, 2), mid-line (5), inside the
-	// emoji (9, 12), inside the second marker (14, 15), inside the second
-	// line (17).
-	for _, cut := range []int{1, 2, 5, 9, 12, 14, 15, 17} {
-		t.Run("", func(t *testing.T) {
-			e := newEnv(t)
-			e.srv.Inject(daytonatest.Fault{Route: rLogs, WSClose: true, WSCloseAfterBytes: cut, Times: 1})
-			g := e.newGate()
-			rec := newRecorder()
-			id := tag()
-			ch := e.start(bashReq(streamedScript(g, id)), rec)
-			rec.await(t, "stdout", "l2 ok\n")
-			g.open(t)
-			res, err := e.wait(ch)
-			require.NoError(t, err)
-			assert.Equal(t, 0, *res.ExitCode)
-			assert.Equal(t, streamedOut, res.Stdout)
-			assert.Equal(t, streamedErr, res.Stderr)
-			assertLive(t, rec, res)
-			assert.Equal(t, 2, e.wsCount(), "one reconnect")
-			assert.Equal(t, 1, e.srv.CountDispatches(id))
-			for _, c := range rec.all() {
-				assert.NotContains(t, c.text, "\uFFFD")
-			}
-		})
-	}
-}
-
-func TestCloseBeforeFinalFrameIsReconciledBySnapshot(t *testing.T) {
-	e := newEnv(t)
-	e.srv.Inject(daytonatest.Fault{Route: rLogs, WSDropFinal: true, Times: 1})
-	g := e.newGate()
-	rec := newRecorder()
-	id := tag()
-	ch := e.start(bashReq(streamedScript(g, id)), rec)
-	g.open(t)
-	res, err := e.wait(ch)
-	require.NoError(t, err)
-	assert.Equal(t, 0, *res.ExitCode)
-	assert.Equal(t, streamedOut, res.Stdout)
-	assert.Equal(t, streamedErr, res.Stderr)
-	assertLive(t, rec, res)
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-}
-
-func TestSnapshotShorterThanStream(t *testing.T) {
-	e := newEnv(t)
-	g := e.newGate()
-	rec := newRecorder()
-	id := tag()
-	// The first logs GET is the follow socket; the second (final snapshot)
-	// answers a log that is shorter than what was streamed.
-	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Status: 200,
-		Body: `{"output":"","stdout":"l1","stderr":""}`})
-	ch := e.start(bashReq(streamedScript(g, id)), rec)
-	rec.await(t, "stdout", "l2 ok\n")
-	g.open(t)
-	res, err := e.wait(ch)
-	require.NoError(t, err)
-	assert.Equal(t, streamedOut, res.Stdout)
-	assert.Equal(t, streamedErr, res.Stderr)
-	assertLive(t, rec, res)
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-}
-
-func TestStatusReadFailsBeforeStreamAndAfterCleanClose(t *testing.T) {
-	t.Run("fast path read fails: keeps streaming", func(t *testing.T) {
-		e := newEnv(t, withFakeClock) // no early reads: only the fast-path read fails
-		e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rStatus, Times: 1, Status: 500})
-		g := e.newGate()
-		rec := newRecorder()
-		id := tag()
-		ch := e.start(bashReq(streamedScript(g, id)), rec)
-		g.open(t)
-		res, err := e.wait(ch)
-		require.NoError(t, err)
-		assert.Equal(t, 0, *res.ExitCode)
-		assert.Equal(t, streamedOut, res.Stdout)
-		assertLive(t, rec, res)
-		assert.Equal(t, 1, e.srv.CountDispatches(id))
-	})
-	t.Run("status error after clean close is returned with partial output", func(t *testing.T) {
-		e := newEnv(t, withFakeClock)
-		e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rStatus, Skip: 1, Status: 500})
-		g := e.newGate()
-		rec := newRecorder()
-		id := tag()
-		ch := e.start(bashReq(streamedScript(g, id)), rec)
-		g.open(t)
-		res, err := e.wait(ch)
-		require.Error(t, err)
-		assert.Nil(t, res.ExitCode)
-		assert.Equal(t, streamedOut, res.Stdout, "streamed output is kept")
-		assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
-		assert.True(t, strings.HasPrefix(res.Stdout, rec.text("stdout")))
-		assert.Equal(t, 1, e.srv.CountDispatches(id))
-	})
-}
-
-func TestStatusReadHangsIsBounded(t *testing.T) {
-	e := newEnv(t, withFakeClock)
-	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rStatus, Times: 1, Hang: true})
-	g := e.newGate()
-	rec := newRecorder()
-	id := tag()
-	ch := e.start(bashReq(streamedScript(g, id)), rec)
-	e.awaitTimer(cmdexec.FastPathBound)
-	// The hung read must have reached the server, or the fault would catch
-	// a later read.
-	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
-	e.clock.Advance(cmdexec.FastPathBound)
-	rec.await(t, "stdout", "l2 ok\n")
-	g.open(t)
-	res, err := e.wait(ch)
-	require.NoError(t, err)
-	assert.Equal(t, 0, *res.ExitCode)
-	assert.Equal(t, streamedOut, res.Stdout)
-	assertLive(t, rec, res)
-	assert.Equal(t, 1, e.wsCount())
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-}
-
-func TestStatusHangAfterCleanCloseTimesOutWithPartialOutput(t *testing.T) {
-	e := newEnv(t, withFakeClock)
-	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rStatus, Skip: 1, Hang: true})
-	g := e.newGate()
-	rec := newRecorder()
-	id := tag()
-	req := bashReq(streamedScript(g, id))
-	req.Timeout = 10 * time.Minute
-	ch := e.start(req, rec)
-	// Fake time moves on a little while the command runs, as real time
-	// would: the status read's own 10 min bound then ends after the
-	// command deadline, not at the same instant (two timers firing
-	// together would race, and a loaded machine could pick either).
-	e.awaitTimer(25 * time.Millisecond) // following: the command deadline is armed
-	e.clock.Advance(10 * time.Millisecond)
-	g.open(t)
-	// After the clean close the status read hangs; the command deadline
-	// (10 min of fake time) ends the observation.
-	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 2))
-	e.clock.Advance(10*time.Minute - 5*time.Millisecond)
-	res, err := e.wait(ch)
-	require.NoError(t, err)
-	assert.True(t, res.TimedOut)
-	assert.Nil(t, res.ExitCode)
-	assert.Equal(t, streamedOut, res.Stdout)
-	assert.Equal(t, streamedErr+"Command timed out after 600 s.\n", res.Stderr)
-	assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
-	assert.Equal(t, "command", res.Metadata["timeoutScope"])
-	assert.True(t, strings.HasPrefix(res.Stderr, rec.text("stderr")))
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-}
-
-func TestSilentSocketSwitchesToPollingAfter15s(t *testing.T) {
-	for _, fault := range []daytonatest.Fault{
-		{Route: rLogs, WSSilent: true, Times: 1},            // connected, never sends
-		{Method: "GET", Route: rLogs, Hang: true, Times: 1}, // never connects
-	} {
-		t.Run("", func(t *testing.T) {
-			e := newEnv(t, withFakeClock)
-			e.srv.Inject(fault)
-			g := e.newGate()
-			rec := newRecorder()
-			id := tag()
-			ch := e.start(bashReq(streamedScript(g, id)), rec)
-			e.awaitTimer(cmdexec.SilentSocketLimit)
-			require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
-			// Output written while the socket is silent arrives by polling.
-			e.awaitOutput("l2 ok")
-			e.clock.Advance(cmdexec.SilentSocketLimit)
-			rec.await(t, "stdout", "l2 ok\n")
-			assert.Empty(t, rec.text("stdout")[len("l1 é🙂\nl2 ok\n"):])
-			g.open(t)
-			res, err := e.drive(ch, cmdexec.PollInterval)
-			require.NoError(t, err)
-			assert.Equal(t, 0, *res.ExitCode)
-			assert.Equal(t, streamedOut, res.Stdout)
-			assert.Equal(t, streamedErr, res.Stderr)
-			assert.Equal(t, "polled", res.Metadata["logStream"])
-			assertLive(t, rec, res)
-			assert.Equal(t, 1, e.wsCount(), "no second socket after the silent one")
-			assert.Equal(t, 1, e.srv.CountDispatches(id))
-		})
-	}
-}
-
-func TestTwoHourCommandWithInjectedClock(t *testing.T) {
-	e := newEnv(t, withFakeClock)
-	g := e.newGate()
-	rec := newRecorder()
-	id := tag()
-	req := bashReq(streamedScript(g, id))
-	req.Timeout = 3 * time.Hour
-	ch := e.start(req, rec)
-	rec.await(t, "stdout", "l2 ok\n")
-	e.advanceUntil(cmdexec.PollInterval, cmdexec.SilentSocketLimit) // silent → polling
-	for elapsed := time.Duration(0); elapsed < 2*time.Hour; elapsed += 10 * time.Minute {
-		e.awaitTimer(cmdexec.PollInterval)
-		e.clock.Advance(10 * time.Minute)
-	}
-	g.open(t)
-	res, err := e.drive(ch, cmdexec.PollInterval)
-	require.NoError(t, err)
-	assert.False(t, res.TimedOut)
-	assert.Equal(t, 0, *res.ExitCode)
-	assert.Equal(t, streamedOut, res.Stdout)
-	assertLive(t, rec, res)
-	assert.GreaterOrEqual(t, res.Metadata["durationMs"], int64(2*time.Hour/time.Millisecond))
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-}
-
-func TestCommandDeadlineRetiresSessionAndKillsCommand(t *testing.T) {
-	e := newEnv(t, withFakeClock)
-	g := e.newGate()
-	rec := newRecorder()
-	id := tag()
-	req := bashReq(streamedScript(g, id))
-	req.Timeout = 2 * time.Hour
-	ch := e.start(req, rec)
-	rec.await(t, "stdout", "l2 ok\n")
-	rec.await(t, "stderr", "e1 ☃\n")
-	first := e.runner.SessionID(e.target.LeaseKey)
-	require.NoError(t, e.clock.AwaitTimer(ctxT(t), 2*time.Hour))
-	e.clock.Advance(2 * time.Hour)
-	res, err := e.wait(ch)
-	require.NoError(t, err)
-	assert.True(t, res.TimedOut)
-	assert.Nil(t, res.ExitCode)
-	assert.Equal(t, "l1 é🙂\nl2 ok\n", res.Stdout, "partial output")
-	assert.Equal(t, "e1 ☃\nCommand timed out after 7200 s.\n", res.Stderr)
-	assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
-	assert.Equal(t, "command", res.Metadata["timeoutScope"])
-	assert.True(t, strings.HasPrefix(res.Stdout, rec.text("stdout")))
-	assert.Equal(t, 1, e.count("DELETE", rSessionD), "timed-out command's session deleted")
-	// The next command gets a fresh session and does not queue behind it.
-	res2, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"next"}, Timeout: time.Hour}, nil)
-	require.NoError(t, err)
-	assert.Equal(t, "next\n", res2.Stdout)
-	assert.NotEqual(t, first, e.runner.SessionID(e.target.LeaseKey))
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-}
-
-func TestReconnectOnceThenPoll(t *testing.T) {
-	e := newEnv(t, withFakeClock)
-	// Both connections break after a few bytes: reconnect once, then poll.
-	e.srv.Inject(daytonatest.Fault{Route: rLogs, WSClose: true, WSCloseAfterBytes: 6, Times: 2})
-	g := e.newGate()
-	rec := newRecorder()
-	id := tag()
-	ch := e.start(bashReq(streamedScript(g, id)), rec)
-	e.awaitTimer(cmdexec.PollInterval) // polling after two failed connections
-	e.awaitOutput("l2 ok")
-	e.clock.Advance(cmdexec.PollInterval)
-	rec.await(t, "stdout", "l2 ok\n")
-	g.open(t)
-	res, err := e.drive(ch, cmdexec.PollInterval)
-	require.NoError(t, err)
-	assert.Equal(t, 0, *res.ExitCode)
-	assert.Equal(t, streamedOut, res.Stdout)
-	assert.Equal(t, streamedErr, res.Stderr)
-	assertLive(t, rec, res)
-	assert.Equal(t, 2, e.wsCount())
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-}
-
-func TestCancelLeaseEndsInFlightAndRefusesLaterCalls(t *testing.T) {
-	e := newEnv(t)
-	g := e.newGate()
-	rec := newRecorder()
-	id := tag()
-	ch := e.start(bashReq(streamedScript(g, id)), rec)
-	rec.await(t, "stdout", "l2 ok\n")
-	e.runner.CancelLease(e.target.LeaseKey)
-	res, err := e.wait(ch)
-	require.Error(t, err)
-	assert.ErrorIs(t, err, cmdexec.ErrLeaseNotActive)
-	assert.Nil(t, res.ExitCode)
-	assert.Equal(t, "l1 é🙂\nl2 ok\n", res.Stdout, "honest partial output")
-	assert.False(t, e.runner.LeaseActive(e.target.LeaseKey))
-
-	before := len(e.srv.Requests())
-	_, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil)
-	assert.ErrorIs(t, err, cmdexec.ErrLeaseNotActive)
-	_, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true", BypassSession: true}, nil)
-	assert.ErrorIs(t, err, cmdexec.ErrLeaseNotActive)
-	assert.Equal(t, before, len(e.srv.Requests()), "refused before any provider call")
-	var lerr *cmdexec.LeaseNotActiveError
-	assert.True(t, errors.As(err, &lerr))
-
-	// Teardown still deletes the session; the tombstone stays.
-	require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
-	assert.Equal(t, 1, e.count("DELETE", rSessionD))
-	assert.False(t, e.runner.LeaseActive(e.target.LeaseKey))
-	e.runner.ReopenLease(e.target.LeaseKey)
-	res, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"back"}}, nil)
-	require.NoError(t, err)
-	assert.Equal(t, "back\n", res.Stdout)
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-}
-
-func TestSessionRecreatedAfterSandboxRestart(t *testing.T) {
-	e := newEnv(t)
-	res, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"one"}}, nil)
-	require.NoError(t, err)
-	assert.Equal(t, "one\n", res.Stdout)
-	first := e.runner.SessionID(e.target.LeaseKey)
-
-	require.NoError(t, e.srv.StopSandbox(e.sb.ID))
-	require.NoError(t, e.srv.AwaitState(ctxT(t), e.sb.ID, daytonatest.StateStopped))
-	_, _, err = e.client.Sandboxes.Start(ctxT(t), e.sb.ID)
-	require.NoError(t, err)
-	_, err = e.client.Sandboxes.WaitUntilStarted(ctxT(t), e.sb.ID)
-	require.NoError(t, err)
-
-	id := tag()
-	rec := newRecorder()
-	res, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"two", id}}, rec.sink)
-	require.NoError(t, err)
-	assert.Equal(t, "two "+id+"\n", res.Stdout)
-	assertLive(t, rec, res)
-	assert.Equal(t, 1, e.srv.CountDispatches(id), "never re-dispatched")
-	assert.Equal(t, 2, e.count("POST", rSession), "session recreated once")
-	assert.NotEqual(t, first, e.runner.SessionID(e.target.LeaseKey))
-}
-
-func TestForgetSessionsAfterRestartSeenByProvider(t *testing.T) {
-	e := newEnv(t)
-	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil)
-	require.NoError(t, err)
-	e.runner.ForgetSessions(e.target.LeaseKey)
-	assert.Equal(t, "", e.runner.SessionID(e.target.LeaseKey))
-	_, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil)
-	require.NoError(t, err)
-	assert.Equal(t, 2, e.count("POST", rSession))
-	require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
-	assert.Equal(t, 1, e.count("DELETE", rSessionD), "a forgotten session is not deleted")
 }

@@ -32,3 +32,17 @@ func TestStartSimServesOutOfProcess(t *testing.T) {
 	sb := StartSandbox(t, sim.Client, nil)
 	require.Equal(t, daytona.SandboxState(daytonatest.StateStarted), sb.State)
 }
+
+func TestPeakSeesAnAllocation(t *testing.T) {
+	p := StartPeak()
+	buf := make([]byte, 64<<20)
+	for i := range buf {
+		buf[i] = 1
+	}
+	heap, rss := p.Done()
+	require.Equal(t, byte(1), buf[len(buf)-1])
+	require.GreaterOrEqual(t, heap, 64.0, "the live 64 MiB buffer was sampled")
+	if _, err := os.Stat("/proc/self/status"); err == nil {
+		require.GreaterOrEqual(t, rss, 64.0, "the touched 64 MiB are resident")
+	}
+}
