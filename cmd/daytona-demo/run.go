@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -269,14 +269,14 @@ func deref(p *int) any {
 
 // sim is cmd/daytona-sim as a child process.
 type sim struct {
-	cmd            *exec.Cmd
+	cmd            *osexec.Cmd
 	stdin          io.WriteCloser
 	apiURL, apiKey string
 }
 
 func startSim(ctx context.Context, bin string) (*sim, error) {
 	// -stop-on-eof: closing the pipe stops it, and so does our own death.
-	cmd := exec.CommandContext(ctx, bin, "-stop-on-eof")
+	cmd := osexec.CommandContext(ctx, bin, "-stop-on-eof")
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -318,7 +318,7 @@ func (s *sim) stop() {
 
 // worker is the worker process and a minimal JSON-RPC client of it.
 type worker struct {
-	cmd   *exec.Cmd
+	cmd   *osexec.Cmd
 	stdin io.WriteCloser
 	out   io.Writer
 
@@ -338,7 +338,7 @@ type response struct {
 }
 
 func startWorker(ctx context.Context, bin string, out io.Writer) (*worker, error) {
-	cmd := exec.Command(bin)
+	cmd := osexec.Command(bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NODE_ENV=production", "TZ=UTC"}
 	if key := os.Getenv("DAYTONA_API_KEY"); key != "" {
 		cmd.Env = append(cmd.Env, "DAYTONA_API_KEY="+key)
@@ -396,7 +396,7 @@ func (w *worker) read(r io.Reader) {
 		if err != nil {
 			code := 0
 			if werr := w.cmd.Wait(); werr != nil {
-				var ee *exec.ExitError
+				var ee *osexec.ExitError
 				if errors.As(werr, &ee) {
 					code = ee.ExitCode()
 				} else {

@@ -8,7 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -336,7 +336,7 @@ func TestDeclaredCapabilitiesAreBackedByMethods(t *testing.T) {
 
 // TestWorkerDoesNotLinkTheEmulator: the emulator is test-only code.
 func TestWorkerDoesNotLinkTheEmulator(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	out, err := osexec.Command("go", "list", "-deps", ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "github.com/daytonaworker/daytona-worker/rpc")
 	require.NotContains(t, string(out), "daytona/daytonatest")
