@@ -277,17 +277,9 @@ type sim struct {
 func startSim(ctx context.Context, bin string) (*sim, error) {
 	// -stop-on-eof: closing the pipe stops it, and so does our own death.
 	cmd := osexec.CommandContext(ctx, bin, "-stop-on-eof")
-	stdin, err := cmd.StdinPipe()
+	stdin, out, err := startPiped(cmd)
 	if err != nil {
 		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s (run `make build` first): %w", bin, err)
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
@@ -303,6 +295,24 @@ func startSim(ctx context.Context, bin string) (*sim, error) {
 		return nil, err
 	}
 	return &sim{cmd: cmd, stdin: stdin, apiURL: ready.APIURL, apiKey: ready.APIKey}, nil
+}
+
+// startPiped starts cmd with pipes to its stdin and from its stdout; its
+// stderr is ours, so the child's logs show next to the demo's steps.
+func startPiped(cmd *osexec.Cmd) (io.WriteCloser, io.ReadCloser, error) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s (run `make build` first): %w", cmd.Args[0], err)
+	}
+	return stdin, stdout, nil
 }
 
 func (s *sim) stop() {
@@ -343,17 +353,9 @@ func startWorker(ctx context.Context, bin string, out io.Writer) (*worker, error
 	if key := os.Getenv("DAYTONA_API_KEY"); key != "" {
 		cmd.Env = append(cmd.Env, "DAYTONA_API_KEY="+key)
 	}
-	stdin, err := cmd.StdinPipe()
+	stdin, stdout, err := startPiped(cmd)
 	if err != nil {
 		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s (run `make build` first): %w", bin, err)
 	}
 	w := &worker{cmd: cmd, stdin: stdin, out: out, pending: map[int]chan response{}, exited: make(chan int, 1)}
 	go w.read(stdout)

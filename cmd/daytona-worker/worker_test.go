@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
 )
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		if err == nil {
 			err = serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, serveOptions{watchParent: true, register: testMethods, level: level})
 		}
-		os.Exit(exitCode(err))
+		os.Exit(cli.ExitCode(err))
 	case "parent":
 		// A stand-in launcher: start the worker with our stdin, print its
 		// pid, then wait to be killed.
