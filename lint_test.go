@@ -7,9 +7,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -91,31 +89,15 @@ func importAliasProblems(path string, src []byte, rules []importRule) ([]string,
 	return out, nil
 }
 
-// moduleGoFiles walks the working tree and returns every .go file of the
-// module, skipping hidden folders, testdata, installed packages and build
-// output.
+// moduleGoFiles returns every .go file of the module: those of repoFiles
+// outside testdata folders (which hold inputs, not the module's code).
 func moduleGoFiles(t *testing.T) []string {
 	t.Helper()
 	var files []string
-	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	for _, path := range repoFiles(t) {
+		if strings.HasSuffix(path, ".go") && !slices.Contains(strings.Split(path, "/"), "testdata") {
+			files = append(files, path)
 		}
-		if d.IsDir() {
-			switch name := d.Name(); {
-			case path == ".":
-			case strings.HasPrefix(name, "."), name == "testdata", name == "node_modules", name == "bin", name == "dist":
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if strings.HasSuffix(path, ".go") {
-			files = append(files, filepath.ToSlash(path))
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
 	if len(files) < 50 {
 		t.Fatalf("only %d Go files found: not run from the repository root?", len(files))
