@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -253,9 +254,7 @@ func with(m map[string]any, kv ...any) map[string]any {
 func merge(ms ...map[string]any) map[string]any {
 	out := map[string]any{}
 	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
+		maps.Copy(out, m)
 	}
 	return out
 }
