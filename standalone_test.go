@@ -100,12 +100,12 @@ func citeProblems(path, content string, anchors map[string]map[string]bool) []st
 	return out
 }
 
-// repoTextFiles walks the working tree (not git, so a tarball works too)
-// and returns the text files, skipping VCS data, installed packages and
+// repoFiles walks the working tree (not git, so a tarball works too) and
+// returns the regular files, skipping VCS data, installed packages and
 // build output.
-func repoTextFiles(t *testing.T) map[string]string {
+func repoFiles(t *testing.T) []string {
 	t.Helper()
-	out := map[string]string{}
+	var out []string
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -118,21 +118,30 @@ func repoTextFiles(t *testing.T) map[string]string {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() {
-			return nil
+		if d.Type().IsRegular() {
+			out = append(out, filepath.ToSlash(path))
 		}
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		if bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 {
-			return nil // binary
-		}
-		out[filepath.ToSlash(path)] = string(b)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	return out
+}
+
+// repoTextFiles returns the text files of repoFiles with their contents.
+func repoTextFiles(t *testing.T) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, path := range repoFiles(t) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.IndexByte(b[:min(len(b), 8000)], 0) >= 0 {
+			continue // binary
+		}
+		out[path] = string(b)
 	}
 	return out
 }

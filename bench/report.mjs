@@ -1,4 +1,4 @@
-// Renders BENCH_STARTUP.md from the JSON files startup.mjs wrote.
+// Renders bench/BENCH_STARTUP.md from the JSON files startup.mjs wrote.
 //
 //   node report.mjs --command CMD --machine TEXT --go VERSION --commit REV \
 //                   --out FILE node24.json [node20.json]

@@ -29,8 +29,10 @@
 //                   is the Node process's own
 
 import { fork, spawn } from "node:child_process";
-import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
+
+import { childrenOf } from "../interop/proc.mjs";
 
 const { values: opts } = parseArgs({
   options: {
@@ -75,14 +77,6 @@ const hwmKiB = (pid) => {
   return Number(m[1]);
 };
 const exeOf = (pid) => readFileSync(`/proc/${pid}/comm`, "utf8").trim();
-const childrenOf = (pid) => {
-  const out = [];
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const text = readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim();
-    if (text) out.push(...text.split(/\s+/).map(Number));
-  }
-  return out;
-};
 
 function start(mode) {
   if (mode === "sdk") {

@@ -17,6 +17,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { parseArgs } from "node:util";
 
+import { childrenOf } from "./proc.mjs";
+
 const { values: args } = parseArgs({
   options: { "package-dir": { type: "string" }, "result-file": { type: "string" } },
 });
@@ -118,14 +120,6 @@ async function gone(pid, deadlineMs) {
   }
 }
 
-const childrenOf = (pid) => {
-  const out = [];
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    const text = readFileSync(`/proc/${pid}/task/${tid}/children`, "utf8").trim();
-    if (text) out.push(...text.split(/\s+/).map(Number));
-  }
-  return out;
-};
 /** The pid that runs the Go binary for a forked launcher. */
 function workerPid(launcherPid, mode) {
   if (mode === "execve") return launcherPid;

@@ -123,6 +123,35 @@ export function checkSupportedMethods(methods) {
   return undefined;
 }
 
+/**
+ * A step on the lease an earlier step acquired (ctx.state.lease): skipped
+ * without one; its params name the lease by id and metadata, with the config
+ * in ctx.state[configKey] ("config" as validated, "leaseConfig" with the
+ * lease metadata merged in).
+ */
+const onLease = (configKey, step) => ({
+  skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+  params: (ctx) => ({ ...baseParams(ctx), config: ctx.state[configKey], providerLeaseId: ctx.state.lease.providerLeaseId,
+    leaseMetadata: ctx.state.lease.metadata }),
+  ...step,
+});
+
+/** A check that the answer is a receipt for that lease in the given state. */
+const receiptIn = (state) => (receipt, ctx) => {
+  if (receipt?.providerLeaseId !== ctx.state.lease.providerLeaseId || receipt?.state !== state) {
+    return `receipt ${JSON.stringify(receipt)}`;
+  }
+};
+
+/**
+ * The params of a sync on that lease: one operation that copies the
+ * directory sourcePath to targetPath, with extra fields of the operation.
+ */
+const syncDirParams = (ctx, operationId, sourcePath, targetPath, extra = {}) => ({
+  ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease,
+  operations: [{ operationId, files: [{ sourcePath, targetPath, kind: "directory" }], ...extra }],
+});
+
 export const steps = [
   {
     name: "health answers status ok",
@@ -241,11 +270,9 @@ export const steps = [
       fs.writeFileSync(path.join(src, "secret.txt"), "s3cret\n", { mode: 0o600 });
       ctx.state.syncSrc = src;
       ctx.state.syncRemote = `${ctx.state.lease.metadata.remoteCwd}/interop-sync`;
-      return { ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, operations: [{
-        operationId: "interop-in",
-        files: [{ sourcePath: src, targetPath: ctx.state.syncRemote, kind: "directory" }],
+      return syncDirParams(ctx, "interop-in", src, ctx.state.syncRemote, {
         postUploadCommands: [{ command: "test -f interop-sync/dir/hello.txt && echo ok > interop-sync/post-upload.txt" }],
-      }] };
+      });
     },
     timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
     check(result) {
@@ -259,9 +286,7 @@ export const steps = [
     skip: (ctx) => (ctx.state.syncRemote ? undefined : "no syncIn"),
     params: (ctx) => {
       ctx.state.syncOut = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "interop-sync-out-")), "tree");
-      return { ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, operations: [{
-        operationId: "interop-out", files: [{ sourcePath: ctx.state.syncRemote, targetPath: ctx.state.syncOut, kind: "directory" }],
-      }] };
+      return syncDirParams(ctx, "interop-out", ctx.state.syncRemote, ctx.state.syncOut);
     },
     timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
     check(result, ctx) {
@@ -302,9 +327,7 @@ export const steps = [
     skip: (ctx) => (ctx.state.venvRemote ? undefined : "no venv workspace"),
     params: (ctx) => {
       ctx.state.venvOut = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "interop-venv-out-")), "proj");
-      return { ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, operations: [{
-        operationId: "interop-venv", files: [{ sourcePath: ctx.state.venvRemote, targetPath: ctx.state.venvOut, kind: "directory" }],
-      }] };
+      return syncDirParams(ctx, "interop-venv", ctx.state.venvRemote, ctx.state.venvOut);
     },
     timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
     check(result, ctx) {
@@ -329,25 +352,15 @@ export const steps = [
       }
     },
   },
-  {
+  onLease("leaseConfig", {
     name: "environmentReleaseLease stops a reusable sandbox with a receipt",
     method: "environmentReleaseLease",
-    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
-    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.leaseConfig, providerLeaseId: ctx.state.lease.providerLeaseId,
-      leaseMetadata: ctx.state.lease.metadata }),
     timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
-    check(receipt, ctx) {
-      if (receipt?.providerLeaseId !== ctx.state.lease.providerLeaseId || receipt?.state !== "stopped") {
-        return `receipt ${JSON.stringify(receipt)}`;
-      }
-    },
-  },
-  {
+    check: receiptIn("stopped"),
+  }),
+  onLease("config", {
     name: "environmentResumeLease restarts it after the sentinel matches",
     method: "environmentResumeLease",
-    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
-    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.config, providerLeaseId: ctx.state.lease.providerLeaseId,
-      leaseMetadata: ctx.state.lease.metadata }),
     timeoutMs: (ctx) => Math.min(sandboxRpc(ctx.state.config) ?? 60_000, 60_000),
     check(lease, ctx) {
       if (lease?.providerLeaseId !== ctx.state.lease.providerLeaseId) return `providerLeaseId ${JSON.stringify(lease?.providerLeaseId)}`;
@@ -357,29 +370,19 @@ export const steps = [
       ctx.state.lease = lease;
       ctx.state.leaseConfig = { ...ctx.state.config, ...lease.metadata };
     },
-  },
-  {
+  }),
+  onLease("leaseConfig", {
     name: "environmentDestroyLease deletes it with a receipt",
     method: "environmentDestroyLease",
-    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
-    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.leaseConfig, providerLeaseId: ctx.state.lease.providerLeaseId,
-      leaseMetadata: ctx.state.lease.metadata }),
     timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
-    check(receipt, ctx) {
-      if (receipt?.providerLeaseId !== ctx.state.lease.providerLeaseId || receipt?.state !== "destroyed") {
-        return `receipt ${JSON.stringify(receipt)}`;
-      }
-    },
-  },
-  {
+    check: receiptIn("destroyed"),
+  }),
+  onLease("config", {
     name: "environmentResumeLease of the destroyed sandbox says not resumable",
     method: "environmentResumeLease",
-    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
-    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.config, providerLeaseId: ctx.state.lease.providerLeaseId,
-      leaseMetadata: ctx.state.lease.metadata }),
     timeoutMs: 60_000,
     check(lease) {
       return lease?.providerLeaseId === null && lease?.metadata?.expired === true ? undefined : `result ${JSON.stringify(lease)}`;
     },
-  },
+  }),
 ];

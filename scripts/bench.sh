@@ -4,17 +4,17 @@
 # (the binary alone, the launcher as the host forks it — execve —, the
 # launcher's spawn fallback, and a reference worker built with the official
 # Node SDK) and under the machine's node (the launcher only: on Node 20 that is
-# the spawn fallback). Writes BENCH_STARTUP.md.
+# the spawn fallback). Writes bench/BENCH_STARTUP.md.
 #
 # Env: BENCH_RUNS (default 7, at least 5), BENCH_CALLS (default 10000),
 #      BENCH_TARBALL=path to skip scripts/package.sh,
-#      BENCH_OUT (default BENCH_STARTUP.md).
+#      BENCH_OUT (default bench/BENCH_STARTUP.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 RUNS=${BENCH_RUNS:-7}
 CALLS=${BENCH_CALLS:-10000}
-OUT=${BENCH_OUT:-$ROOT/BENCH_STARTUP.md}
+OUT=${BENCH_OUT:-$ROOT/bench/BENCH_STARTUP.md}
 if [ "$RUNS" -lt 5 ]; then echo "bench: BENCH_RUNS must be at least 5" >&2; exit 2; fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/daytona-bench.XXXXXX")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (README "make test"; .ci/run calls it). Installs what it
-# needs: Go modules through the module proxy, staticcheck, and the npm packages
-# of the real Paperclip host for the interop test.
+# needs: Go modules through the module proxy, staticcheck, deadcode, and the npm
+# packages of the real Paperclip host for the interop test.
 #
 # Every stage runs even when an earlier one fails: the stages check
 # independent things, and a failing unit test must not hide an interop
@@ -21,8 +21,26 @@ stage() {
 	fi
 }
 
+# deadcode lists the functions no command (cmd/...) can reach; tests do not
+# count as users, so code kept alive only by its tests shows up too. It
+# exits 0 whatever it finds: any line it prints fails the stage.
+deadcode() {
+	local out
+	out=$(go run golang.org/x/tools/cmd/deadcode@v0.52.0 ./cmd/...) || return 1
+	if [ -n "$out" ]; then
+		printf '%s\n' "$out"
+		echo "deadcode: no command reaches the functions above; delete them" >&2
+		return 1
+	fi
+}
+
 stage "go vet" go vet ./...
 stage "staticcheck" go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+stage "deadcode" deadcode
+# go test includes the root package's code rules: import aliases, at most
+# 600 lines a production file, one-paragraph package docs, and no citation
+# of documents outside the repository (lint_test.go, pkgdoc_test.go,
+# standalone_test.go).
 stage "go test -race" go test -race -count=1 -timeout 20m ./...
 stage "interop with the real Paperclip host" bash interop/run.sh
 

@@ -8,18 +8,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
 	"syscall"
+
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	err := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "daytona-demo:", err)
-		os.Exit(1)
-	}
+	cli.Main("daytona-demo", func(ctx context.Context) error {
+		return Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	}, syscall.SIGINT, syscall.SIGTERM)
 }

@@ -8,8 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -253,9 +254,7 @@ func with(m map[string]any, kv ...any) map[string]any {
 func merge(ms ...map[string]any) map[string]any {
 	out := map[string]any{}
 	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
+		maps.Copy(out, m)
 	}
 	return out
 }
@@ -269,25 +268,17 @@ func deref(p *int) any {
 
 // sim is cmd/daytona-sim as a child process.
 type sim struct {
-	cmd            *exec.Cmd
+	cmd            *osexec.Cmd
 	stdin          io.WriteCloser
 	apiURL, apiKey string
 }
 
 func startSim(ctx context.Context, bin string) (*sim, error) {
 	// -stop-on-eof: closing the pipe stops it, and so does our own death.
-	cmd := exec.CommandContext(ctx, bin, "-stop-on-eof")
-	stdin, err := cmd.StdinPipe()
+	cmd := osexec.CommandContext(ctx, bin, "-stop-on-eof")
+	stdin, out, err := startPiped(cmd)
 	if err != nil {
 		return nil, err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s (run `make build` first): %w", bin, err)
 	}
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if err != nil {
@@ -305,6 +296,24 @@ func startSim(ctx context.Context, bin string) (*sim, error) {
 	return &sim{cmd: cmd, stdin: stdin, apiURL: ready.APIURL, apiKey: ready.APIKey}, nil
 }
 
+// startPiped starts cmd with pipes to its stdin and from its stdout; its
+// stderr is ours, so the child's logs show next to the demo's steps.
+func startPiped(cmd *osexec.Cmd) (io.WriteCloser, io.ReadCloser, error) {
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, nil, fmt.Errorf("start %s (run `make build` first): %w", cmd.Args[0], err)
+	}
+	return stdin, stdout, nil
+}
+
 func (s *sim) stop() {
 	_ = s.stdin.Close() // it stops at stdin EOF (-stop-on-eof)
 	done := make(chan struct{})
@@ -318,7 +327,7 @@ func (s *sim) stop() {
 
 // worker is the worker process and a minimal JSON-RPC client of it.
 type worker struct {
-	cmd   *exec.Cmd
+	cmd   *osexec.Cmd
 	stdin io.WriteCloser
 	out   io.Writer
 
@@ -338,22 +347,14 @@ type response struct {
 }
 
 func startWorker(ctx context.Context, bin string, out io.Writer) (*worker, error) {
-	cmd := exec.Command(bin)
+	cmd := osexec.Command(bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NODE_ENV=production", "TZ=UTC"}
 	if key := os.Getenv("DAYTONA_API_KEY"); key != "" {
 		cmd.Env = append(cmd.Env, "DAYTONA_API_KEY="+key)
 	}
-	stdin, err := cmd.StdinPipe()
+	stdin, stdout, err := startPiped(cmd)
 	if err != nil {
 		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s (run `make build` first): %w", bin, err)
 	}
 	w := &worker{cmd: cmd, stdin: stdin, out: out, pending: map[int]chan response{}, exited: make(chan int, 1)}
 	go w.read(stdout)
@@ -396,7 +397,7 @@ func (w *worker) read(r io.Reader) {
 		if err != nil {
 			code := 0
 			if werr := w.cmd.Wait(); werr != nil {
-				var ee *exec.ExitError
+				var ee *osexec.ExitError
 				if errors.As(werr, &ee) {
 					code = ee.ExitCode()
 				} else {

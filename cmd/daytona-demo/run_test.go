@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,7 +20,7 @@ func TestDemoRunsAFullLifecycle(t *testing.T) {
 	t.Setenv("DAYTONA_API_KEY", "")
 	dir := t.TempDir()
 	for name, pkg := range map[string]string{"daytona-worker": "../daytona-worker", "daytona-sim": "../daytona-sim"} {
-		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
+		out, err := osexec.Command("go", "build", "-o", filepath.Join(dir, name), pkg).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

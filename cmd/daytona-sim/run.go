@@ -10,26 +10,15 @@ import (
 	"strconv"
 
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 )
 
-// usageError is a command-line mistake (exit code 2).
-type usageError struct{ msg string }
+// usagef is a command-line mistake (exit code 2).
+func usagef(format string, a ...any) error { return cli.Usagef("daytona-sim -help", format, a...) }
 
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, a ...any) error {
-	return &usageError{fmt.Sprintf(format, a...) + " (see daytona-sim -help)"}
-}
-
-func exitCode(err error) int {
-	var ue *usageError
-	if errors.As(err, &ue) {
-		return 2
-	}
-	return 1
-}
-
-// ready is the one line printed on stdout once the emulator listens.
+// ready is the one line printed on stdout once the emulator listens:
+//
+//	{"apiUrl":"http://127.0.0.1:PORT/api","apiKey":"...","toolboxProxyUrl":"http://127.0.0.1:PORT/proxy/toolbox","organizationId":"...","dir":"..."}
 type ready struct {
 	APIURL          string `json:"apiUrl"`
 	APIKey          string `json:"apiKey"`
@@ -55,7 +44,11 @@ Flags:
 `
 
 // Run serves the emulator until ctx ends, or until stdin reaches EOF when
-// -stop-on-eof is given. It returns nil on a clean stop.
+// -stop-on-eof is given, so that a parent that spawned it with a stdin pipe
+// can stop it by closing the pipe. Without the flag stdin is ignored, so
+// `daytona-sim </dev/null &` keeps serving. Logs go to stderr. Without -dir
+// the sandbox trees live in a temporary directory that is removed on exit.
+// It returns nil on a clean stop.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("daytona-sim", flag.ContinueOnError)
 	// Errors are reported by main as one line; help goes to stdout in full.

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -130,7 +131,7 @@ func TestRunUsageErrors(t *testing.T) {
 		var errb bytes.Buffer
 		err := Run(ctx, args, nil, io.Discard, &errb)
 		require.Error(t, err, "%q", args)
-		assert.Equal(t, 2, exitCode(err), "%q", args)
+		assert.Equal(t, 2, cli.ExitCode(err), "%q", args)
 		assert.NotContains(t, err.Error(), "\n", "one line: %q", args)
 		assert.Empty(t, errb.String(), "the error is reported once, by main")
 	}

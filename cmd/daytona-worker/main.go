@@ -6,23 +6,19 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"os/signal"
 	"syscall"
+
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
-	// Frames own the real stdout. Anything else that prints to os.Stdout (a
-	// dependency, a stray debug line) lands on stderr instead of corrupting
-	// the protocol stream.
-	frames := os.Stdout
-	os.Stdout = os.Stderr
-	err := Run(ctx, os.Args[1:], os.Stdin, frames, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "daytona-worker:", err)
-	}
-	os.Exit(exitCode(err))
+	cli.Main("daytona-worker", func(ctx context.Context) error {
+		// Frames own the real stdout. Anything else that prints to os.Stdout
+		// (a dependency, a stray debug line) lands on stderr instead of
+		// corrupting the protocol stream.
+		frames := os.Stdout
+		os.Stdout = os.Stderr
+		return Run(ctx, os.Args[1:], os.Stdin, frames, os.Stderr)
+	}, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 }

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -60,7 +60,7 @@ func readPackage(t *testing.T, path string) packed {
 // package.json and in the manifest, and the license.
 func TestPackageProfilesAreDistinctPackages(t *testing.T) {
 	for _, tool := range []string{"bash", "node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
+		if _, err := osexec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed; packaging is covered by the interop test where it is", tool)
 		}
 	}
@@ -68,7 +68,7 @@ func TestPackageProfilesAreDistinctPackages(t *testing.T) {
 	tarballs := map[provider.Profile]string{}
 	for _, profile := range []provider.Profile{provider.ProfileCompat2026916, provider.ProfileCurrent} {
 		dist := filepath.Join(tmp, string(profile))
-		cmd := exec.Command("bash", "../../scripts/package.sh")
+		cmd := osexec.Command("bash", "../../scripts/package.sh")
 		cmd.Env = append(os.Environ(),
 			"PROFILE="+string(profile), "DIST_DIR="+dist,
 			"HOST_BIN="+filepath.Join(tmp, "host", "daytona-worker"),

@@ -14,30 +14,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/daytonaworker/daytona-worker/provider"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// usageError is a command-line or environment mistake; it exits with code 2
+// usagef is a command-line or environment mistake; it exits with code 2
 // and its message is one line.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
 func usagef(format string, a ...any) error {
-	return &usageError{fmt.Sprintf(format, a...) + " (see daytona-worker --help)"}
-}
-
-func exitCode(err error) int {
-	var ue *usageError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ue):
-		return 2
-	default:
-		return 1
-	}
+	return cli.Usagef("daytona-worker --help", format, a...)
 }
 
 // defaultProfile is the manifest profile `daytona-worker manifest` prints

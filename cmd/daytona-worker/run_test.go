@@ -8,12 +8,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/creack/pty"
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/daytonaworker/daytona-worker/provider"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +23,7 @@ func runCmd(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	err := Run(context.Background(), args, strings.NewReader(""), &out, &errb)
-	return out.String(), errb.String(), exitCode(err)
+	return out.String(), errb.String(), cli.ExitCode(err)
 }
 
 // noRead is a stdin that fails the test if anything reads it: commands that
@@ -70,7 +71,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 	} {
 		out, err := runNoStdin(t, args...)
 		require.NoError(t, err, "%q", args)
-		require.Equal(t, 0, exitCode(err))
+		require.Equal(t, 0, cli.ExitCode(err))
 		require.Contains(t, out, "usage: daytona-worker", "%q", args)
 		for _, v := range envVars {
 			require.Contains(t, out, v, "%q help does not list %s", args, v)
@@ -97,7 +98,7 @@ func TestExtraArgumentsAreErrors(t *testing.T) {
 	} {
 		out, err := runNoStdin(t, args...)
 		require.Error(t, err, "%q", args)
-		require.Equal(t, 2, exitCode(err), "%q", args)
+		require.Equal(t, 2, cli.ExitCode(err), "%q", args)
 		require.Empty(t, out, "%q", args)
 		msg := err.Error()
 		require.NotContains(t, msg, "\n", "%q: one line, got %q", args, msg)
@@ -178,7 +179,7 @@ func TestUnknownLogLevelIsAnError(t *testing.T) {
 		for _, args := range [][]string{nil, {"serve"}} {
 			out, err := runNoStdin(t, args...)
 			require.Error(t, err, "%s=%q", logLevelEnv, v)
-			require.Equal(t, 2, exitCode(err))
+			require.Equal(t, 2, cli.ExitCode(err))
 			require.Empty(t, out)
 			msg := err.Error()
 			require.NotContains(t, msg, "\n")
@@ -336,7 +337,7 @@ func TestDeclaredCapabilitiesAreBackedByMethods(t *testing.T) {
 
 // TestWorkerDoesNotLinkTheEmulator: the emulator is test-only code.
 func TestWorkerDoesNotLinkTheEmulator(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	out, err := osexec.Command("go", "list", "-deps", ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "github.com/daytonaworker/daytona-worker/rpc")
 	require.NotContains(t, string(out), "daytona/daytonatest")

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
 )
@@ -34,11 +35,11 @@ func TestMain(m *testing.M) {
 		if err == nil {
 			err = serve(context.Background(), os.Stdin, os.Stdout, os.Stderr, serveOptions{watchParent: true, register: testMethods, level: level})
 		}
-		os.Exit(exitCode(err))
+		os.Exit(cli.ExitCode(err))
 	case "parent":
 		// A stand-in launcher: start the worker with our stdin, print its
 		// pid, then wait to be killed.
-		cmd := exec.Command(os.Args[0])
+		cmd := osexec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), runAsWorker+"=serve", fmt.Sprintf("%s=%d", parentPIDEnv, os.Getpid()))
 		cmd.Stdin = os.Stdin
 		cmd.Stdout = io.Discard
@@ -91,7 +92,7 @@ func testMethods(reg *rpc.Registry) {
 // workerProc is the worker under test as a separate process.
 type workerProc struct {
 	t      *testing.T
-	cmd    *exec.Cmd
+	cmd    *osexec.Cmd
 	stdin  io.WriteCloser
 	frames chan []byte
 	raw    chan error    // non-frame output
@@ -101,7 +102,7 @@ type workerProc struct {
 
 func startWorker(t *testing.T) *workerProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
+	cmd := osexec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), runAsWorker+"=serve")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
@@ -199,7 +200,7 @@ func (w *workerProc) waitExit() int {
 	}()
 	select {
 	case err := <-done:
-		var ee *exec.ExitError
+		var ee *osexec.ExitError
 		if errors.As(err, &ee) {
 			return ee.ExitCode()
 		}
@@ -413,7 +414,7 @@ func TestExitsWhenParentDies(t *testing.T) {
 	stdinR, stdinW, err := os.Pipe()
 	require.NoError(t, err)
 	defer stdinW.Close()
-	parent := exec.Command(os.Args[0])
+	parent := osexec.Command(os.Args[0])
 	parent.Env = append(os.Environ(), runAsWorker+"=parent")
 	parent.Stdin = stdinR
 	out, err := parent.StdoutPipe()

@@ -1,7 +1,7 @@
 package shell
 
 import (
-	"os/exec"
+	osexec "os/exec"
 	"testing"
 )
 
@@ -21,12 +21,12 @@ func TestQuoteIsTheReferenceForm(t *testing.T) {
 // TestQuoteRoundTripsThroughSh checks that sh reads every quoted word back
 // as the original bytes.
 func TestQuoteRoundTripsThroughSh(t *testing.T) {
-	sh, err := exec.LookPath("sh")
+	sh, err := osexec.LookPath("sh")
 	if err != nil {
 		t.Skip("no sh")
 	}
 	for _, in := range []string{"", "'", "''", `a'b"c\d`, "$HOME", "x\ny", "*", "\x01\xff"} {
-		out, err := exec.Command(sh, "-c", "printf %s "+Quote(in)).Output()
+		out, err := osexec.Command(sh, "-c", "printf %s "+Quote(in)).Output()
 		if err != nil {
 			t.Fatalf("%q: %v", in, err)
 		}

@@ -31,12 +31,10 @@ func FastBackOff() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.
 // ShortSleep honours a Retry-After wait for at most 5 ms: the emulator asks
 // for whole seconds, the tests only need the order of events.
 func ShortSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(min(d, 5*time.Millisecond))
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-t.C:
+	case <-time.After(min(d, 5*time.Millisecond)):
 		return nil
 	}
 }
