@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
 // Benchmarks (see BENCH_NOTES.md for numbers and commands).
@@ -192,7 +193,7 @@ func BenchmarkSync(b *testing.B) {
 			b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds()/1e6/tarMBs, "ratio")
 		})
 		require.NoError(b, os.RemoveAll(host))
-		_, _, _ = s.c.Toolbox.Execute(context.Background(), s.ref, &daytona.ExecuteRequest{Command: "rm -rf " + q(remote)})
+		_, _, _ = s.c.Toolbox.Execute(context.Background(), s.ref, &daytona.ExecuteRequest{Command: "rm -rf " + shell.Quote(remote)})
 	}
 }
 
