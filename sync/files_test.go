@@ -25,7 +25,7 @@ func TestSyncInFileMappingsOneBatchModesAndCounts(t *testing.T) {
 	e.srv.ResetRequests()
 	res, err := SyncIn(t.Context(), e.t, []Operation{{ID: "op1", Files: []Mapping{
 		{SourcePath: filepath.Join(host, "a.txt"), TargetPath: e.root + "/deep/er/a.txt", Kind: KindFile},
-		{SourcePath: filepath.Join(host, "key"), TargetPath: e.root + "/.ssh/key", Kind: KindFile, Mode: mode(0o600)},
+		{SourcePath: filepath.Join(host, "key"), TargetPath: e.root + "/.ssh/key", Kind: KindFile, Mode: new(uint32(0o600))},
 	}}}, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []OperationResult{{ID: "op1", FilesTransferred: 2, BytesTransferred: 12}}, res)
@@ -46,7 +46,7 @@ func TestSyncOutFileMappingsOneDownloadBatch(t *testing.T) {
 	e.srv.ResetRequests()
 	res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{
 		{SourcePath: e.root + "/out/a.txt", TargetPath: filepath.Join(host, "x", "a.txt"), Kind: KindFile},
-		{SourcePath: e.root + "/b.txt", TargetPath: filepath.Join(host, "b.txt"), Kind: KindFile, Mode: mode(0o640)},
+		{SourcePath: e.root + "/b.txt", TargetPath: filepath.Join(host, "b.txt"), Kind: KindFile, Mode: new(uint32(0o640))},
 	}}}, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []OperationResult{{ID: "o", FilesTransferred: 2, BytesTransferred: 9}}, res)
@@ -76,7 +76,7 @@ func TestSyncOutGuardRefusals(t *testing.T) {
 	} {
 		target := filepath.Join(host, filepath.Base(tc.src))
 		e.srv.ResetRequests()
-		_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: tc.src, TargetPath: target, Kind: KindFile}}}}, Options{})
+		_, err := e.syncOut(t, Options{}, fileMapping(tc.src, target))
 		var se *SandboxCommandError
 		require.ErrorAs(t, err, &se, tc.src)
 		assert.Equal(t, tc.exit, se.Exit)
@@ -86,7 +86,7 @@ func TestSyncOutGuardRefusals(t *testing.T) {
 	}
 	// Lexical refusals happen before any sandbox call.
 	for _, src := range []string{"relative/x", e.root + "/../x", "/etc/passwd"} {
-		_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: filepath.Join(host, "x"), Kind: KindFile}}}}, Options{})
+		_, err := e.syncOut(t, Options{}, fileMapping(src, filepath.Join(host, "x")))
 		assert.ErrorIs(t, err, ErrNotConfined, src)
 	}
 	assert.Empty(t, e.scratchLeft(t))
@@ -102,7 +102,7 @@ func TestSyncOutFailsClosedWithoutCanonicalizer(t *testing.T) {
 	}
 	e := newEnvWith(t, map[string]string{"PATH": bin})
 	writeFile(t, filepath.Join(e.root, "a.txt"), "a", 0o644)
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/a.txt", TargetPath: filepath.Join(t.TempDir(), "a"), Kind: KindFile}}}}, Options{})
+	_, err := e.syncOut(t, Options{}, fileMapping(e.root+"/a.txt", filepath.Join(t.TempDir(), "a")))
 	var se *SandboxCommandError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, 40, se.Exit)
@@ -112,7 +112,7 @@ func TestSyncOutDeletedSandboxIsStableCode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	require.NoError(t, e.c.Sandboxes.DeleteAndWait(t.Context(), e.sb.ID))
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/a", TargetPath: filepath.Join(t.TempDir(), "a"), Kind: KindFile}}}}, Options{})
+	_, err := e.syncOut(t, Options{}, fileMapping(e.root+"/a", filepath.Join(t.TempDir(), "a")))
 	require.ErrorIs(t, err, ErrSandboxNotFound)
 	assert.Equal(t, "daytona_sandbox_not_found", err.Error())
 }
@@ -143,8 +143,7 @@ func TestSyncOutPerFileDownloadErrorPublishesNothing(t *testing.T) {
 	assert.Contains(t, err.Error(), "Daytona syncOut download failed for ")
 	assert.NoFileExists(t, filepath.Join(host, "a.txt"))
 	assert.NoFileExists(t, filepath.Join(host, "b.txt"))
-	assert.Empty(t, hostScratchLeft(t, host))
-	assert.Empty(t, e.scratchLeft(t))
+	e.noScratchLeft(t, host)
 }
 
 func TestPostUploadCommandsInOrderFailFast(t *testing.T) {
@@ -185,11 +184,11 @@ func TestConcurrentSyncCallsUseDistinctScratch(t *testing.T) {
 		writeFile(t, filepath.Join(src, "f.txt"), strings.Repeat("x", i+1), 0o644)
 		writeFile(t, filepath.Join(e.root, fmt.Sprintf("out%d", i), "g.txt"), strings.Repeat("y", i+1), 0o644)
 		go func() {
-			_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: fmt.Sprintf("%s/in%d", e.root, i), Kind: KindDirectory}}}}, Options{})
+			_, err := e.syncIn(t, Options{}, dirMapping(src, fmt.Sprintf("%s/in%d", e.root, i)))
 			errs <- err
 		}()
 		go func() {
-			_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: fmt.Sprintf("%s/out%d", e.root, i), TargetPath: filepath.Join(host, fmt.Sprintf("out%d", i)), Kind: KindDirectory}}}}, Options{})
+			_, err := e.syncOut(t, Options{}, dirMapping(fmt.Sprintf("%s/out%d", e.root, i), filepath.Join(host, fmt.Sprintf("out%d", i))))
 			errs <- err
 		}()
 	}
@@ -200,8 +199,7 @@ func TestConcurrentSyncCallsUseDistinctScratch(t *testing.T) {
 		assert.Equal(t, strings.Repeat("x", i+1), readFile(t, filepath.Join(e.root, fmt.Sprintf("in%d", i), "f.txt")))
 		assert.Equal(t, strings.Repeat("y", i+1), readFile(t, filepath.Join(host, fmt.Sprintf("out%d", i), "g.txt")))
 	}
-	assert.Empty(t, e.scratchLeft(t))
-	assert.Empty(t, hostScratchLeft(t, host))
+	e.noScratchLeft(t, host)
 }
 
 func TestValidateMinimumTimeout(t *testing.T) {
@@ -346,7 +344,7 @@ func TestSyncOutOfTheRootItselfSkipsScratch(t *testing.T) {
 	writeFile(t, filepath.Join(e.root, "a.txt"), "a", 0o644)
 	writeFile(t, filepath.Join(e.root, scratchPrefix+"other-call"), "another call's scratch", 0o644)
 	host := t.TempDir()
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root, TargetPath: filepath.Join(host, "all"), Kind: KindDirectory}}}}, Options{})
+	_, err := e.syncOut(t, Options{}, dirMapping(e.root, filepath.Join(host, "all")))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a.txt": "file 644 a"}, snapshotTree(t, filepath.Join(host, "all")))
 }
