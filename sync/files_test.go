@@ -204,13 +204,12 @@ func TestConcurrentSyncCallsUseDistinctScratch(t *testing.T) {
 
 func TestValidateMinimumTimeout(t *testing.T) {
 	t.Parallel()
-	f := func(v float64) *float64 { return &v }
 	for _, bad := range []float64{0, -1, 1.5, 1_800_001, 1e300} {
-		_, err := ValidateMinimumTimeout(f(bad))
+		_, err := ValidateMinimumTimeout(new(bad))
 		require.ErrorIs(t, err, ErrInvalidMinimumTimeout, bad)
 		assert.Equal(t, "minimumTimeoutMs must be a positive whole number no greater than 1800000.", err.Error())
 	}
-	d, err := ValidateMinimumTimeout(f(1_800_000))
+	d, err := ValidateMinimumTimeout(new(float64(1_800_000)))
 	require.NoError(t, err)
 	assert.Equal(t, 30*time.Minute, d)
 	d, err = ValidateMinimumTimeout(nil)
@@ -251,44 +250,49 @@ func TestMinimumTimeoutRaisesOnlyTransferRoundTrips(t *testing.T) {
 
 var errNotFound = errors.New("not found")
 
-func TestSyncInSweepsScratchWhenPromotionFails(t *testing.T) {
+// TestSyncInSandboxFailureRemovesScratch: when the sandbox script that
+// promotes uploaded files or extracts an uploaded archive fails (a file
+// stands where a directory is needed), every reserved name is swept and
+// the operation's post-upload commands are skipped.
+func TestSyncInSandboxFailureRemovesScratch(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := t.TempDir()
-	writeFile(t, filepath.Join(host, "a"), "a", 0o644)
-	writeFile(t, filepath.Join(host, "b"), "b", 0o644)
-	writeFile(t, filepath.Join(e.root, "blocker"), "a file where a directory is needed", 0o644)
-	_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{
-		{SourcePath: filepath.Join(host, "a"), TargetPath: e.root + "/ok/a", Kind: KindFile},
-		{SourcePath: filepath.Join(host, "b"), TargetPath: e.root + "/blocker/b", Kind: KindFile},
-	}}}, Options{})
-	var se *SandboxCommandError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, 43, se.Exit)
-	assert.Contains(t, err.Error(), "Daytona syncIn rename command failed (exit 43)")
-	assert.Empty(t, e.scratchLeft(t), "every reserved name swept")
-}
-
-func TestSyncInExtractFailureSkipsPostUploadAndRemovesScratch(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	host := t.TempDir()
-	writeFile(t, filepath.Join(host, "d", "x"), "x", 0o644)
-	writeFile(t, filepath.Join(e.root, "target"), "not a directory", 0o644)
-	ran := 0
-	e.t.RunCommand = func(context.Context, string, string, time.Duration) (int, string, string, error) {
-		ran++
-		return 0, "", "", nil
+	for _, tc := range []struct {
+		name, want string
+		exit       int // 0 = not checked
+		ms         func(host, root string) []Mapping
+		cmds       []Command
+	}{
+		{"promotion", "Daytona syncIn rename command failed (exit 43)", 43, func(host, root string) []Mapping {
+			return []Mapping{fileMapping(filepath.Join(host, "a"), root+"/ok/a"), fileMapping(filepath.Join(host, "b"), root+"/blocker/b")}
+		}, nil},
+		{"extraction", "Daytona syncIn extract command failed", 0, func(host, root string) []Mapping {
+			return []Mapping{dirMapping(filepath.Join(host, "d"), root+"/blocker")}
+		}, []Command{{Command: "overlay"}, {Command: "remove-deleted"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			host := t.TempDir()
+			writeFile(t, filepath.Join(host, "a"), "a", 0o644)
+			writeFile(t, filepath.Join(host, "b"), "b", 0o644)
+			writeFile(t, filepath.Join(host, "d", "x"), "x", 0o644)
+			writeFile(t, filepath.Join(e.root, "blocker"), "a file where a directory is needed", 0o644)
+			ran := 0
+			e.t.RunCommand = func(context.Context, string, string, time.Duration) (int, string, string, error) {
+				ran++
+				return 0, "", "", nil
+			}
+			_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o", Files: tc.ms(host, e.root), PostUploadCommands: tc.cmds}}, Options{})
+			var se *SandboxCommandError
+			require.ErrorAs(t, err, &se)
+			if tc.exit != 0 {
+				assert.Equal(t, tc.exit, se.Exit)
+			}
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Zero(t, ran, "post-upload commands skipped")
+			assert.Empty(t, e.scratchLeft(t), "every reserved name swept")
+		})
 	}
-	_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o",
-		Files:              []Mapping{{SourcePath: filepath.Join(host, "d"), TargetPath: e.root + "/target", Kind: KindDirectory}},
-		PostUploadCommands: []Command{{Command: "overlay"}, {Command: "remove-deleted"}},
-	}}, Options{})
-	var se *SandboxCommandError
-	require.ErrorAs(t, err, &se)
-	assert.Contains(t, err.Error(), "Daytona syncIn extract command failed")
-	assert.Zero(t, ran, "post-upload commands skipped")
-	assert.Empty(t, e.scratchLeft(t), "scratch tar removed")
 }
 
 func TestConcurrentSyncOutBothReachDownloadBeforeEitherOpens(t *testing.T) {

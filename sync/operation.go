@@ -6,6 +6,34 @@ import (
 	"strings"
 )
 
+// SyncIn applies operations host → sandbox (docs/behavior.md#sync-in-files, docs/behavior.md#sync-in-dirs,
+// docs/behavior.md#post-upload): in order, each with its file mappings as one upload batch, then each
+// directory mapping (packed on the fly into the upload body and extracted in
+// the sandbox), then its post-upload commands, verbatim and fail-fast. It
+// returns the results of the operations that completed, and the first error.
+func SyncIn(ctx context.Context, t Target, ops []Operation, o Options) ([]OperationResult, error) {
+	return t.apply(ctx, ops, o, direction{
+		inbound: true,
+		files:   Target.uploadFiles,
+		dir:     Target.uploadDir,
+	})
+}
+
+// SyncOut applies operations sandbox → host (docs/behavior.md#sync-out-files,
+// docs/behavior.md#sync-out-dirs, docs/behavior.md#streaming-export, docs/behavior.md#single-file-export): in order, each with its file mappings as one guarded
+// snapshot + bulk download, then each directory mapping as a sandbox-built
+// archive verified and extracted while it streams, then any post-upload
+// commands. Host files appear only after their whole batch or archive
+// arrived and verified. A sandbox deleted under the call is
+// ErrSandboxNotFound.
+func SyncOut(ctx context.Context, t Target, ops []Operation, o Options) ([]OperationResult, error) {
+	return t.apply(ctx, ops, o, direction{
+		files: Target.downloadFiles,
+		dir:   Target.downloadDir,
+		fail:  Target.classifyOut,
+	})
+}
+
 // direction is what differs between SyncIn and SyncOut; apply runs the
 // shared operation loop. The steps are method expressions, so they run on
 // the Target with its cleaned root.

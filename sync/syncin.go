@@ -15,19 +15,6 @@ import (
 	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
-// SyncIn applies operations host → sandbox (docs/behavior.md#sync-in-files, docs/behavior.md#sync-in-dirs,
-// docs/behavior.md#post-upload): in order, each with its file mappings as one upload batch, then each
-// directory mapping (packed on the fly into the upload body and extracted in
-// the sandbox), then its post-upload commands, verbatim and fail-fast. It
-// returns the results of the operations that completed, and the first error.
-func SyncIn(ctx context.Context, t Target, ops []Operation, o Options) ([]OperationResult, error) {
-	return t.apply(ctx, ops, o, direction{
-		inbound: true,
-		files:   Target.uploadFiles,
-		dir:     Target.uploadDir,
-	})
-}
-
 // lazyFile opens its path on first Read and closes at EOF, so a batch of
 // 10,000 mappings never holds 10,000 descriptors.
 type lazyFile struct {

@@ -12,21 +12,6 @@ import (
 	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
-// SyncOut applies operations sandbox → host (docs/behavior.md#sync-out-files,
-// docs/behavior.md#sync-out-dirs, docs/behavior.md#streaming-export, docs/behavior.md#single-file-export): in order, each with its file mappings as one guarded
-// snapshot + bulk download, then each directory mapping as a sandbox-built
-// archive verified and extracted while it streams, then any post-upload
-// commands. Host files appear only after their whole batch or archive
-// arrived and verified. A sandbox deleted under the call is
-// ErrSandboxNotFound.
-func SyncOut(ctx context.Context, t Target, ops []Operation, o Options) ([]OperationResult, error) {
-	return t.apply(ctx, ops, o, direction{
-		files: Target.downloadFiles,
-		dir:   Target.downloadDir,
-		fail:  Target.classifyOut,
-	})
-}
-
 // downloadFiles is docs/behavior.md#sync-out-files: one validate-and-snapshot round trip, one bulk
 // download of the snapshots into host temp siblings created with the final
 // mode, then the renames, all or nothing. A snapshot that runs out of
