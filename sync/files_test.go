@@ -363,3 +363,33 @@ func TestTargetNeedsRemoteDir(t *testing.T) {
 		assert.Equal(t, "Daytona file sync requires a workspace remote dir on the lease metadata.", err.Error())
 	}
 }
+
+// TestHostBatchIsAllOrNothing: a batch's files appear only on publish; a
+// discarded batch leaves neither targets nor temp files, and a published
+// one is not removed by a later discard.
+func TestHostBatchIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, publish := range []bool{false, true} {
+		var hb hostBatch
+		for _, name := range []string{"a", "b"} {
+			h, err := hb.add(filepath.Join(dir, name), nil, Options{})
+			require.NoError(t, err)
+			_, err = h.f.WriteString(name)
+			require.NoError(t, err)
+			require.NoError(t, h.finish())
+		}
+		assert.NoFileExists(t, filepath.Join(dir, "a"), "nothing before publish")
+		if publish {
+			require.NoError(t, hb.publish())
+		}
+		hb.discard()
+		if publish {
+			assert.Equal(t, "a", readFile(t, filepath.Join(dir, "a")))
+			assert.Equal(t, "b", readFile(t, filepath.Join(dir, "b")))
+		} else {
+			assert.NoFileExists(t, filepath.Join(dir, "b"))
+		}
+		assert.Empty(t, hostScratchLeft(t, dir))
+	}
+}
