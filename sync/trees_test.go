@@ -45,44 +45,87 @@ func snapshotTree(t testing.TB, root string) map[string]string {
 	return out
 }
 
-func TestRoundTripDirectory(t *testing.T) {
+// TestRoundTrip: a host tree synced into the sandbox and back out arrives
+// unchanged both times (contents, modes, symlinks, empty directories),
+// whatever its names or size, and no scratch name is left on either side.
+func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := t.TempDir()
-	src := filepath.Join(host, "src")
-	writeFile(t, filepath.Join(src, "a.txt"), "alpha", 0o644)
-	writeFile(t, filepath.Join(src, "secret"), "s3cret", 0o600)
-	writeFile(t, filepath.Join(src, "nested", "data.txt"), "nested data", 0o644)
-	require.NoError(t, os.MkdirAll(filepath.Join(src, "empty", "deeper"), 0o755))
-	require.NoError(t, os.Symlink("nested/data.txt", filepath.Join(src, "shortcut")))
-	require.NoError(t, os.MkdirAll(filepath.Join(src, ".claude", "skills"), 0o755))
-	require.NoError(t, os.Symlink("../../nested", filepath.Join(src, ".claude", "skills", "demo")))
-
-	ctx := t.Context()
-	in, err := SyncIn(ctx, e.t, []Operation{{ID: "in", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/proj", Kind: KindDirectory}}}}, Options{})
-	require.NoError(t, err)
-	require.Len(t, in, 1)
-	assert.EqualValues(t, 5, in[0].FilesTransferred)
-	assert.Positive(t, in[0].BytesTransferred)
-	assert.Equal(t, "alpha", readFile(t, filepath.Join(e.root, "proj", "a.txt")))
-	assert.Empty(t, e.scratchLeft(t))
-
-	dst := filepath.Join(host, "back")
-	out, err := SyncOut(ctx, e.t, []Operation{{ID: "out", Files: []Mapping{{SourcePath: e.root + "/proj", TargetPath: dst, Kind: KindDirectory}}}}, Options{})
-	require.NoError(t, err)
-	require.Len(t, out, 1)
-	assert.EqualValues(t, 5, out[0].FilesTransferred)
-	assert.Equal(t, "alpha", readFile(t, filepath.Join(dst, "a.txt")))
-	assert.Equal(t, "s3cret", readFile(t, filepath.Join(dst, "secret")))
-	assert.Equal(t, os.FileMode(0o600), permOf(t, filepath.Join(dst, "secret")))
-	assert.Equal(t, "nested data", readFile(t, filepath.Join(dst, "shortcut")))
-	l, err := os.Readlink(filepath.Join(dst, ".claude", "skills", "demo"))
-	require.NoError(t, err)
-	assert.Equal(t, "../../nested", l)
-	fi, err := os.Stat(filepath.Join(dst, "empty", "deeper"))
-	require.NoError(t, err)
-	assert.True(t, fi.IsDir())
-	e.noScratchLeft(t, host)
+	for _, tc := range []struct {
+		name  string
+		build func(t *testing.T, src string)
+		files int64 // files transferred each way; 0 = not checked
+		check func(t *testing.T, e *env, in, out []OperationResult, back string)
+	}{
+		{"directory", func(t *testing.T, src string) {
+			writeFile(t, filepath.Join(src, "a.txt"), "alpha", 0o644)
+			writeFile(t, filepath.Join(src, "secret"), "s3cret", 0o600)
+			writeFile(t, filepath.Join(src, "nested", "data.txt"), "nested data", 0o644)
+			require.NoError(t, os.MkdirAll(filepath.Join(src, "empty", "deeper"), 0o755))
+			require.NoError(t, os.Symlink("nested/data.txt", filepath.Join(src, "shortcut")))
+			require.NoError(t, os.MkdirAll(filepath.Join(src, ".claude", "skills"), 0o755))
+			require.NoError(t, os.Symlink("../../nested", filepath.Join(src, ".claude", "skills", "demo")))
+		}, 5, func(t *testing.T, e *env, in, out []OperationResult, back string) {
+			assert.Positive(t, in[0].BytesTransferred)
+			assert.Equal(t, "alpha", readFile(t, filepath.Join(e.root, "p", "a.txt")))
+			assert.Equal(t, "alpha", readFile(t, filepath.Join(back, "a.txt")))
+			assert.Equal(t, "s3cret", readFile(t, filepath.Join(back, "secret")))
+			assert.Equal(t, os.FileMode(0o600), permOf(t, filepath.Join(back, "secret")))
+			assert.Equal(t, "nested data", readFile(t, filepath.Join(back, "shortcut")))
+			l, err := os.Readlink(filepath.Join(back, ".claude", "skills", "demo"))
+			require.NoError(t, err)
+			assert.Equal(t, "../../nested", l)
+			fi, err := os.Stat(filepath.Join(back, "empty", "deeper"))
+			require.NoError(t, err)
+			assert.True(t, fi.IsDir())
+		}},
+		{"unicode, long names, modes and empty dirs", func(t *testing.T, src string) {
+			long := strings.Repeat("long-name-", 25) // 250 bytes, the NAME_MAX edge
+			deep := filepath.Join(src, strings.Repeat("d/", 40))
+			writeFile(t, filepath.Join(src, "ünïcödé ✓", "日本語.txt"), "unicode", 0o644)
+			writeFile(t, filepath.Join(src, long), "long", 0o600)
+			writeFile(t, filepath.Join(deep, "leaf"), "deep", 0o640)
+			writeFile(t, filepath.Join(src, "spaces and 'quotes' $(x)"), "shell", 0o755)
+			writeFile(t, filepath.Join(src, "-leading-dash"), "dash", 0o644)
+			writeFile(t, filepath.Join(src, "new\nline"), "newline", 0o644)
+			require.NoError(t, os.MkdirAll(filepath.Join(src, "empty"), 0o700))
+			require.NoError(t, os.Chmod(filepath.Join(src, "empty"), 0o700))
+			require.NoError(t, os.Symlink("日本語.txt", filepath.Join(src, "ünïcödé ✓", "link")))
+		}, 0, nil},
+		{"10k small files", func(t *testing.T, src string) {
+			for i := range 10_000 {
+				writeFile(t, filepath.Join(src, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.txt", i)), fmt.Sprintf("file %d", i), 0o644)
+			}
+		}, 10_000, func(t *testing.T, _ *env, _, _ []OperationResult, back string) {
+			assert.Equal(t, "file 9999", readFile(t, filepath.Join(back, "d99", "f09999.txt")))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			host := t.TempDir()
+			src := filepath.Join(host, "src")
+			tc.build(t, src)
+			before := snapshotTree(t, src)
+			in, err := e.syncIn(t, Options{}, dirMapping(src, e.root+"/p"))
+			require.NoError(t, err)
+			require.Len(t, in, 1)
+			assert.Equal(t, before, snapshotTree(t, filepath.Join(e.root, "p")), "sandbox copy")
+			e.noScratchLeft(t)
+			back := filepath.Join(host, "back")
+			out, err := e.syncOut(t, Options{}, dirMapping(e.root+"/p", back))
+			require.NoError(t, err)
+			require.Len(t, out, 1)
+			assert.Equal(t, before, snapshotTree(t, back), "host copy")
+			if tc.files > 0 {
+				assert.EqualValues(t, tc.files, in[0].FilesTransferred)
+				assert.EqualValues(t, tc.files, out[0].FilesTransferred)
+			}
+			if tc.check != nil {
+				tc.check(t, e, in, out, back)
+			}
+			e.noScratchLeft(t, host)
+		})
+	}
 }
 
 // TestLargeFilesTravelDirect: files of directMinSize and more skip the
@@ -118,34 +161,6 @@ func TestLargeFilesTravelDirect(t *testing.T) {
 	assert.True(t, fi.ModTime().Equal(stamp), "mtime kept: %s", fi.ModTime())
 	assert.Equal(t, "small", readFile(t, filepath.Join(e.root, "proj", "small.txt")))
 	assert.Empty(t, e.scratchLeft(t))
-}
-
-func TestRoundTripUnicodeLongNamesModesAndEmptyDirs(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	host := t.TempDir()
-	src := filepath.Join(host, "src")
-	long := strings.Repeat("long-name-", 25) // 250 bytes, the NAME_MAX edge
-	deep := filepath.Join(src, strings.Repeat("d/", 40))
-	writeFile(t, filepath.Join(src, "ünïcödé ✓", "日本語.txt"), "unicode", 0o644)
-	writeFile(t, filepath.Join(src, long), "long", 0o600)
-	writeFile(t, filepath.Join(deep, "leaf"), "deep", 0o640)
-	writeFile(t, filepath.Join(src, "spaces and 'quotes' $(x)"), "shell", 0o755)
-	writeFile(t, filepath.Join(src, "-leading-dash"), "dash", 0o644)
-	writeFile(t, filepath.Join(src, "new\nline"), "newline", 0o644)
-	require.NoError(t, os.MkdirAll(filepath.Join(src, "empty"), 0o700))
-	require.NoError(t, os.Chmod(filepath.Join(src, "empty"), 0o700))
-	require.NoError(t, os.Symlink("日本語.txt", filepath.Join(src, "ünïcödé ✓", "link")))
-	before := snapshotTree(t, src)
-
-	ctx := t.Context()
-	_, err := SyncIn(ctx, e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/p", Kind: KindDirectory}}}}, Options{})
-	require.NoError(t, err)
-	assert.Equal(t, before, snapshotTree(t, filepath.Join(e.root, "p")), "sandbox copy")
-	back := filepath.Join(host, "back")
-	_, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/p", TargetPath: back, Kind: KindDirectory}}}}, Options{})
-	require.NoError(t, err)
-	assert.Equal(t, before, snapshotTree(t, back), "host copy")
 }
 
 func TestSymlinksInAndOutOfTheTree(t *testing.T) {
@@ -235,26 +250,6 @@ func TestSyncOutMergesIntoExistingHostDirectory(t *testing.T) {
 	assert.Equal(t, "now a file", readFile(t, filepath.Join(dst, "becomes-file")))
 	assert.Equal(t, "n", readFile(t, filepath.Join(dst, "sub", "n.txt")))
 	assert.Empty(t, hostScratchLeft(t, host))
-}
-
-func TestRoundTrip10kSmallFiles(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	host := t.TempDir()
-	src := filepath.Join(host, "src")
-	const n = 10_000
-	for i := range n {
-		writeFile(t, filepath.Join(src, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.txt", i)), fmt.Sprintf("file %d", i), 0o644)
-	}
-	in, err := e.syncIn(t, Options{}, dirMapping(src, e.root+"/many"))
-	require.NoError(t, err)
-	assert.EqualValues(t, n, in[0].FilesTransferred)
-	back := filepath.Join(host, "back")
-	out, err := e.syncOut(t, Options{}, dirMapping(e.root+"/many", back))
-	require.NoError(t, err)
-	assert.EqualValues(t, n, out[0].FilesTransferred)
-	assert.Equal(t, "file 9999", readFile(t, filepath.Join(back, "d99", "f09999.txt")))
-	assert.Equal(t, snapshotTree(t, src), snapshotTree(t, back))
 }
 
 func TestDroppedConnectionsLeaveEarlierFilesAndNoScratch(t *testing.T) {
