@@ -21,7 +21,8 @@ import (
 	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
-// Benchmarks (numbers and commands: bench/BENCHMARKS.md).
+// Benchmarks (numbers and commands: BENCH_NOTES.md in this directory;
+// the worker-level figures are in bench/BENCHMARKS.md).
 //
 // BenchmarkSync runs the emulator out of process (cmd/daytona-sim), so the
 // benchmark process is the worker side only and its peak RSS is the
