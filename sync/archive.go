@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
 // Limits bounds a sandbox-authored archive (docs/behavior.md#sync-out-dirs, the host-side listing check). Zero fields take
@@ -124,7 +126,7 @@ const maxOmitBytes = 64 << 10
 
 // excludeArg is the tar option that leaves one member out of a rebuilt
 // export, literal and anchored (see tarCreate).
-func excludeArg(name string) string { return " --exclude=" + q("./"+name) }
+func excludeArg(name string) string { return " --exclude=" + shell.Quote("./"+name) }
 
 // omit records an unsafe link in the first pass, or returns its refusal
 // when the retry budget is spent.

@@ -1,9 +1,7 @@
 package sync
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	osexec "os/exec"
@@ -19,18 +17,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/shell"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
-// Benchmarks (see BENCH_NOTES.md for numbers and commands).
+// Benchmarks (numbers and commands: BENCH_NOTES.md in this directory;
+// the worker-level figures are in bench/BENCHMARKS.md).
 //
 // BenchmarkSync runs the emulator out of process (cmd/daytona-sim), so the
 // benchmark process is the worker side only and its peak RSS is the
 // worker's. Each sub-benchmark measures `tar -cf - . | tar -xf -` of the
 // same tree in the same run and reports ours/tar as "ratio".
 
-// sim is a daytona-sim child process and a sandbox in it.
+// sim is a sandbox in a daytona-sim child process.
 type sim struct {
-	cmd  *osexec.Cmd
 	c    *daytona.Client
 	ref  daytona.SandboxRef
 	root string
@@ -38,32 +38,11 @@ type sim struct {
 
 func startSim(b *testing.B) *sim {
 	b.Helper()
-	bin := filepath.Join(b.TempDir(), "daytona-sim")
-	build := osexec.Command("go", "build", "-o", bin, "../cmd/daytona-sim")
-	build.Stderr = os.Stderr
-	require.NoError(b, build.Run())
-	cmd := osexec.Command(bin, "-stop-on-eof", "-disk-bytes", strconv.FormatInt(64<<30, 10), "-dir", b.TempDir())
-	stdin, err := cmd.StdinPipe()
+	s := testenv.StartSim(b, "-disk-bytes", strconv.FormatInt(64<<30, 10))
+	sb := testenv.StartSandbox(b, s.Client, &daytona.CreateSandboxRequest{Name: "bench"})
+	wd, _, err := s.Client.Toolbox.WorkDir(context.Background(), sb.Ref())
 	require.NoError(b, err)
-	out, err := cmd.StdoutPipe()
-	require.NoError(b, err)
-	cmd.Stderr = os.Stderr
-	require.NoError(b, cmd.Start())
-	b.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	require.NoError(b, err)
-	var info struct{ APIURL, APIKey string }
-	require.NoError(b, json.Unmarshal([]byte(line), &info))
-	c, err := daytona.NewClient(daytona.WithAPIURL(info.APIURL), daytona.WithAPIKey(info.APIKey))
-	require.NoError(b, err)
-	ctx := context.Background()
-	sb, _, err := c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{Name: "bench", Snapshot: "base"})
-	require.NoError(b, err)
-	sb, err = c.Sandboxes.WaitUntilStarted(ctx, sb.ID)
-	require.NoError(b, err)
-	wd, _, err := c.Toolbox.WorkDir(ctx, sb.Ref())
-	require.NoError(b, err)
-	return &sim{cmd: cmd, c: c, ref: sb.Ref(), root: wd}
+	return &sim{c: s.Client, ref: sb.Ref(), root: wd}
 }
 
 // makeTree writes files*size bytes of non-zero (not sparse) data.
@@ -161,28 +140,16 @@ func BenchmarkSync(b *testing.B) {
 		tarTime := tarPipe(b, src)
 		tarMBs := float64(total) / tarTime.Seconds() / 1e6
 		remote := s.root + "/" + tc.name
-		b.Run(tc.name+"/syncIn", func(b *testing.B) {
+		// measure runs one direction: prepare (untimed), then the sync with
+		// its peak memory, reported against tar's speed on the same tree.
+		measure := func(b *testing.B, prepare func(), run func() error) {
 			b.SetBytes(total)
 			for b.Loop() {
-				p := startPeak()
-				_, err := SyncIn(context.Background(), t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: remote, Kind: KindDirectory}}}}, Options{})
-				heap, rss := p.done()
-				require.NoError(b, err)
-				b.ReportMetric(heap, "peak-heap-MiB")
-				b.ReportMetric(rss, "peak-RSS-MiB")
-			}
-			b.ReportMetric(tarMBs, "tar-MB/s")
-			b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds()/1e6/tarMBs, "ratio")
-		})
-		b.Run(tc.name+"/syncOut", func(b *testing.B) {
-			b.SetBytes(total)
-			for b.Loop() {
-				dst := filepath.Join(host, "back")
 				b.StopTimer()
-				require.NoError(b, os.RemoveAll(dst))
+				prepare()
 				b.StartTimer()
 				p := startPeak()
-				_, err := SyncOut(context.Background(), t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: remote, TargetPath: dst, Kind: KindDirectory}}}}, Options{})
+				err := run()
 				heap, rss := p.done()
 				require.NoError(b, err)
 				b.ReportMetric(heap, "peak-heap-MiB")
@@ -190,9 +157,22 @@ func BenchmarkSync(b *testing.B) {
 			}
 			b.ReportMetric(tarMBs, "tar-MB/s")
 			b.ReportMetric(float64(total)*float64(b.N)/b.Elapsed().Seconds()/1e6/tarMBs, "ratio")
+		}
+		b.Run(tc.name+"/syncIn", func(b *testing.B) {
+			measure(b, func() {}, func() error {
+				_, err := SyncIn(context.Background(), t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: remote, Kind: KindDirectory}}}}, Options{})
+				return err
+			})
+		})
+		dst := filepath.Join(host, "back")
+		b.Run(tc.name+"/syncOut", func(b *testing.B) {
+			measure(b, func() { require.NoError(b, os.RemoveAll(dst)) }, func() error {
+				_, err := SyncOut(context.Background(), t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: remote, TargetPath: dst, Kind: KindDirectory}}}}, Options{})
+				return err
+			})
 		})
 		require.NoError(b, os.RemoveAll(host))
-		_, _, _ = s.c.Toolbox.Execute(context.Background(), s.ref, &daytona.ExecuteRequest{Command: "rm -rf " + q(remote)})
+		_, _, _ = s.c.Toolbox.Execute(context.Background(), s.ref, &daytona.ExecuteRequest{Command: "rm -rf " + shell.Quote(remote)})
 	}
 }
 

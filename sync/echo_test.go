@@ -1,6 +1,8 @@
 package sync
 
 import (
+	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,4 +85,15 @@ func TestNULInMappingsIsRefused(t *testing.T) {
 			assert.Zero(t, e.srv.CountRequests("", ""), "nothing reached the sandbox")
 		})
 	}
+}
+
+// TestSentinelErrors: a sentinel is its own message and matches through
+// wrapping, and only itself.
+func TestSentinelErrors(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("context: %w", ErrTransfer)
+	assert.ErrorIs(t, err, ErrTransfer)
+	assert.NotErrorIs(t, err, ErrStream)
+	assert.NotErrorIs(t, err, errors.New(ErrTransfer.Error()), "an equal text of another type is another error")
+	assert.Equal(t, "daytona_sandbox_not_found", ErrSandboxNotFound.Error())
 }

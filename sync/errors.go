@@ -1,7 +1,6 @@
 package sync
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -9,40 +8,46 @@ import (
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
 )
 
+// sentinel is the type of the package's sentinel errors: a string constant
+// is its own message, and as a constant no caller can reassign it.
+type sentinel string
+
+func (e sentinel) Error() string { return string(e) }
+
 // Sentinel errors. Every error SyncIn and SyncOut return for a failure of
 // their own matches one of these with errors.Is; errors.As gives the typed
 // details (*SandboxCommandError, *ArchiveError, *PathError, *StreamError,
 // *PostUploadError).
-var (
+const (
 	// ErrSandboxNotFound is the stable, unrecoverable code of a sandbox
 	// that was deleted under a sync (docs/behavior.md#sync). Its message is
 	// exactly "daytona_sandbox_not_found": no provider detail escapes.
-	ErrSandboxNotFound = errors.New("daytona_sandbox_not_found")
+	ErrSandboxNotFound sentinel = "daytona_sandbox_not_found"
 	// ErrInvalidMinimumTimeout is an out-of-range minimumTimeoutMs (docs/behavior.md#transfer-timeout);
 	// the RPC layer answers it with -32602.
-	ErrInvalidMinimumTimeout = errors.New("minimumTimeoutMs must be a positive whole number no greater than 1800000.")
+	ErrInvalidMinimumTimeout sentinel = "minimumTimeoutMs must be a positive whole number no greater than 1800000."
 	// ErrNoRemoteDir is a Target without a usable Root (the lease metadata
 	// lacks remoteCwd); its message is the upstream text of docs/behavior.md#sync.
-	ErrNoRemoteDir = errors.New("Daytona file sync requires a workspace remote dir on the lease metadata.")
+	ErrNoRemoteDir sentinel = "Daytona file sync requires a workspace remote dir on the lease metadata."
 	// ErrNotConfined matches a sandbox path outside the lease's remote dir,
 	// lexically or after the sandbox resolved it.
-	ErrNotConfined = errors.New("sync: path not confined to the workspace remote dir")
+	ErrNotConfined sentinel = "sync: path not confined to the workspace remote dir"
 	// ErrUnsafeArchive matches a sandbox-authored archive that was refused.
-	ErrUnsafeArchive = errors.New("sync: unsafe archive")
+	ErrUnsafeArchive sentinel = "sync: unsafe archive"
 	// ErrDiskFull matches a sandbox-side write that ran out of disk space,
 	// quota or file size (the trigger of the terminal fallbacks, docs/behavior.md#streaming-export/docs/behavior.md#single-file-export).
-	ErrDiskFull = errors.New("sync: sandbox disk full")
+	ErrDiskFull sentinel = "sync: sandbox disk full"
 	// ErrStream matches a terminal-stream protocol violation or failure.
-	ErrStream = errors.New("sync: terminal stream failed")
+	ErrStream sentinel = "sync: terminal stream failed"
 	// ErrHostSpace matches a host write refused because it would leave less
 	// than the free-space reserve (docs/behavior.md#streaming-export).
-	ErrHostSpace = errors.New("sync: host free-space reserve reached")
+	ErrHostSpace sentinel = "sync: host free-space reserve reached"
 	// ErrTransfer matches a failed upload or download.
-	ErrTransfer = errors.New("sync: transfer failed")
+	ErrTransfer sentinel = "sync: transfer failed"
 	// ErrPostUpload matches a post-upload command that failed (docs/behavior.md#post-upload).
-	ErrPostUpload = errors.New("sync: post-upload command failed")
+	ErrPostUpload sentinel = "sync: post-upload command failed"
 	// ErrInvalidOperation matches a malformed operation or mapping.
-	ErrInvalidOperation = errors.New("sync: invalid operation")
+	ErrInvalidOperation sentinel = "sync: invalid operation"
 )
 
 // maxEcho bounds every piece of caller input (paths, kinds) and sandbox
@@ -98,11 +103,15 @@ type SandboxCommandError struct {
 }
 
 func (e *SandboxCommandError) Error() string {
-	msg := fmt.Sprintf("%s failed (exit %d)", e.What, e.Exit)
-	if e.Detail != "" {
-		msg += ": " + clip(e.Detail)
+	return withDetail(fmt.Sprintf("%s failed (exit %d)", e.What, e.Exit), e.Detail)
+}
+
+// withDetail appends bounded sandbox output, if any, to msg.
+func withDetail(msg, detail string) string {
+	if detail == "" {
+		return msg
 	}
-	return msg
+	return msg + ": " + clip(detail)
 }
 
 // Is matches ErrNotConfined for the escape exits and ErrDiskFull when the
@@ -169,11 +178,7 @@ type PostUploadError struct {
 }
 
 func (e *PostUploadError) Error() string {
-	msg := fmt.Sprintf("Daytona post-upload command failed (exit %d)", e.Exit)
-	if e.Detail != "" {
-		msg += ": " + clip(e.Detail)
-	}
-	return msg
+	return withDetail(fmt.Sprintf("Daytona post-upload command failed (exit %d)", e.Exit), e.Detail)
 }
 
 // Unwrap makes errors.Is(err, ErrPostUpload) true.
@@ -188,8 +193,9 @@ type transferError struct {
 
 func (e *transferError) Error() string { return e.msg + ": " + e.err.Error() }
 
-// forPath is the suffix naming a mapping path in a message, clipped.
-func forPath(p string) string { return " for " + clip(p) }
 func (e *transferError) Unwrap() []error {
 	return []error{ErrTransfer, e.err}
 }
+
+// forPath is the suffix naming a mapping path in a message, clipped.
+func forPath(p string) string { return " for " + clip(p) }

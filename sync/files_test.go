@@ -25,7 +25,7 @@ func TestSyncInFileMappingsOneBatchModesAndCounts(t *testing.T) {
 	e.srv.ResetRequests()
 	res, err := SyncIn(t.Context(), e.t, []Operation{{ID: "op1", Files: []Mapping{
 		{SourcePath: filepath.Join(host, "a.txt"), TargetPath: e.root + "/deep/er/a.txt", Kind: KindFile},
-		{SourcePath: filepath.Join(host, "key"), TargetPath: e.root + "/.ssh/key", Kind: KindFile, Mode: mode(0o600)},
+		{SourcePath: filepath.Join(host, "key"), TargetPath: e.root + "/.ssh/key", Kind: KindFile, Mode: new(uint32(0o600))},
 	}}}, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []OperationResult{{ID: "op1", FilesTransferred: 2, BytesTransferred: 12}}, res)
@@ -46,7 +46,7 @@ func TestSyncOutFileMappingsOneDownloadBatch(t *testing.T) {
 	e.srv.ResetRequests()
 	res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{
 		{SourcePath: e.root + "/out/a.txt", TargetPath: filepath.Join(host, "x", "a.txt"), Kind: KindFile},
-		{SourcePath: e.root + "/b.txt", TargetPath: filepath.Join(host, "b.txt"), Kind: KindFile, Mode: mode(0o640)},
+		{SourcePath: e.root + "/b.txt", TargetPath: filepath.Join(host, "b.txt"), Kind: KindFile, Mode: new(uint32(0o640))},
 	}}}, Options{})
 	require.NoError(t, err)
 	assert.Equal(t, []OperationResult{{ID: "o", FilesTransferred: 2, BytesTransferred: 9}}, res)
@@ -76,7 +76,7 @@ func TestSyncOutGuardRefusals(t *testing.T) {
 	} {
 		target := filepath.Join(host, filepath.Base(tc.src))
 		e.srv.ResetRequests()
-		_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: tc.src, TargetPath: target, Kind: KindFile}}}}, Options{})
+		_, err := e.syncOut(t, Options{}, fileMapping(tc.src, target))
 		var se *SandboxCommandError
 		require.ErrorAs(t, err, &se, tc.src)
 		assert.Equal(t, tc.exit, se.Exit)
@@ -86,7 +86,7 @@ func TestSyncOutGuardRefusals(t *testing.T) {
 	}
 	// Lexical refusals happen before any sandbox call.
 	for _, src := range []string{"relative/x", e.root + "/../x", "/etc/passwd"} {
-		_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: filepath.Join(host, "x"), Kind: KindFile}}}}, Options{})
+		_, err := e.syncOut(t, Options{}, fileMapping(src, filepath.Join(host, "x")))
 		assert.ErrorIs(t, err, ErrNotConfined, src)
 	}
 	assert.Empty(t, e.scratchLeft(t))
@@ -102,7 +102,7 @@ func TestSyncOutFailsClosedWithoutCanonicalizer(t *testing.T) {
 	}
 	e := newEnvWith(t, map[string]string{"PATH": bin})
 	writeFile(t, filepath.Join(e.root, "a.txt"), "a", 0o644)
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/a.txt", TargetPath: filepath.Join(t.TempDir(), "a"), Kind: KindFile}}}}, Options{})
+	_, err := e.syncOut(t, Options{}, fileMapping(e.root+"/a.txt", filepath.Join(t.TempDir(), "a")))
 	var se *SandboxCommandError
 	require.ErrorAs(t, err, &se)
 	assert.Equal(t, 40, se.Exit)
@@ -112,7 +112,7 @@ func TestSyncOutDeletedSandboxIsStableCode(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	require.NoError(t, e.c.Sandboxes.DeleteAndWait(t.Context(), e.sb.ID))
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/a", TargetPath: filepath.Join(t.TempDir(), "a"), Kind: KindFile}}}}, Options{})
+	_, err := e.syncOut(t, Options{}, fileMapping(e.root+"/a", filepath.Join(t.TempDir(), "a")))
 	require.ErrorIs(t, err, ErrSandboxNotFound)
 	assert.Equal(t, "daytona_sandbox_not_found", err.Error())
 }
@@ -143,8 +143,7 @@ func TestSyncOutPerFileDownloadErrorPublishesNothing(t *testing.T) {
 	assert.Contains(t, err.Error(), "Daytona syncOut download failed for ")
 	assert.NoFileExists(t, filepath.Join(host, "a.txt"))
 	assert.NoFileExists(t, filepath.Join(host, "b.txt"))
-	assert.Empty(t, hostScratchLeft(t, host))
-	assert.Empty(t, e.scratchLeft(t))
+	e.noScratchLeft(t, host)
 }
 
 func TestPostUploadCommandsInOrderFailFast(t *testing.T) {
@@ -185,11 +184,11 @@ func TestConcurrentSyncCallsUseDistinctScratch(t *testing.T) {
 		writeFile(t, filepath.Join(src, "f.txt"), strings.Repeat("x", i+1), 0o644)
 		writeFile(t, filepath.Join(e.root, fmt.Sprintf("out%d", i), "g.txt"), strings.Repeat("y", i+1), 0o644)
 		go func() {
-			_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: fmt.Sprintf("%s/in%d", e.root, i), Kind: KindDirectory}}}}, Options{})
+			_, err := e.syncIn(t, Options{}, dirMapping(src, fmt.Sprintf("%s/in%d", e.root, i)))
 			errs <- err
 		}()
 		go func() {
-			_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: fmt.Sprintf("%s/out%d", e.root, i), TargetPath: filepath.Join(host, fmt.Sprintf("out%d", i)), Kind: KindDirectory}}}}, Options{})
+			_, err := e.syncOut(t, Options{}, dirMapping(fmt.Sprintf("%s/out%d", e.root, i), filepath.Join(host, fmt.Sprintf("out%d", i))))
 			errs <- err
 		}()
 	}
@@ -200,19 +199,17 @@ func TestConcurrentSyncCallsUseDistinctScratch(t *testing.T) {
 		assert.Equal(t, strings.Repeat("x", i+1), readFile(t, filepath.Join(e.root, fmt.Sprintf("in%d", i), "f.txt")))
 		assert.Equal(t, strings.Repeat("y", i+1), readFile(t, filepath.Join(host, fmt.Sprintf("out%d", i), "g.txt")))
 	}
-	assert.Empty(t, e.scratchLeft(t))
-	assert.Empty(t, hostScratchLeft(t, host))
+	e.noScratchLeft(t, host)
 }
 
 func TestValidateMinimumTimeout(t *testing.T) {
 	t.Parallel()
-	f := func(v float64) *float64 { return &v }
 	for _, bad := range []float64{0, -1, 1.5, 1_800_001, 1e300} {
-		_, err := ValidateMinimumTimeout(f(bad))
+		_, err := ValidateMinimumTimeout(new(bad))
 		require.ErrorIs(t, err, ErrInvalidMinimumTimeout, bad)
 		assert.Equal(t, "minimumTimeoutMs must be a positive whole number no greater than 1800000.", err.Error())
 	}
-	d, err := ValidateMinimumTimeout(f(1_800_000))
+	d, err := ValidateMinimumTimeout(new(float64(1_800_000)))
 	require.NoError(t, err)
 	assert.Equal(t, 30*time.Minute, d)
 	d, err = ValidateMinimumTimeout(nil)
@@ -253,44 +250,49 @@ func TestMinimumTimeoutRaisesOnlyTransferRoundTrips(t *testing.T) {
 
 var errNotFound = errors.New("not found")
 
-func TestSyncInSweepsScratchWhenPromotionFails(t *testing.T) {
+// TestSyncInSandboxFailureRemovesScratch: when the sandbox script that
+// promotes uploaded files or extracts an uploaded archive fails (a file
+// stands where a directory is needed), every reserved name is swept and
+// the operation's post-upload commands are skipped.
+func TestSyncInSandboxFailureRemovesScratch(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := t.TempDir()
-	writeFile(t, filepath.Join(host, "a"), "a", 0o644)
-	writeFile(t, filepath.Join(host, "b"), "b", 0o644)
-	writeFile(t, filepath.Join(e.root, "blocker"), "a file where a directory is needed", 0o644)
-	_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{
-		{SourcePath: filepath.Join(host, "a"), TargetPath: e.root + "/ok/a", Kind: KindFile},
-		{SourcePath: filepath.Join(host, "b"), TargetPath: e.root + "/blocker/b", Kind: KindFile},
-	}}}, Options{})
-	var se *SandboxCommandError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, 43, se.Exit)
-	assert.Contains(t, err.Error(), "Daytona syncIn rename command failed (exit 43)")
-	assert.Empty(t, e.scratchLeft(t), "every reserved name swept")
-}
-
-func TestSyncInExtractFailureSkipsPostUploadAndRemovesScratch(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	host := t.TempDir()
-	writeFile(t, filepath.Join(host, "d", "x"), "x", 0o644)
-	writeFile(t, filepath.Join(e.root, "target"), "not a directory", 0o644)
-	ran := 0
-	e.t.RunCommand = func(context.Context, string, string, time.Duration) (int, string, string, error) {
-		ran++
-		return 0, "", "", nil
+	for _, tc := range []struct {
+		name, want string
+		exit       int // 0 = not checked
+		ms         func(host, root string) []Mapping
+		cmds       []Command
+	}{
+		{"promotion", "Daytona syncIn rename command failed (exit 43)", 43, func(host, root string) []Mapping {
+			return []Mapping{fileMapping(filepath.Join(host, "a"), root+"/ok/a"), fileMapping(filepath.Join(host, "b"), root+"/blocker/b")}
+		}, nil},
+		{"extraction", "Daytona syncIn extract command failed", 0, func(host, root string) []Mapping {
+			return []Mapping{dirMapping(filepath.Join(host, "d"), root+"/blocker")}
+		}, []Command{{Command: "overlay"}, {Command: "remove-deleted"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			host := t.TempDir()
+			writeFile(t, filepath.Join(host, "a"), "a", 0o644)
+			writeFile(t, filepath.Join(host, "b"), "b", 0o644)
+			writeFile(t, filepath.Join(host, "d", "x"), "x", 0o644)
+			writeFile(t, filepath.Join(e.root, "blocker"), "a file where a directory is needed", 0o644)
+			ran := 0
+			e.t.RunCommand = func(context.Context, string, string, time.Duration) (int, string, string, error) {
+				ran++
+				return 0, "", "", nil
+			}
+			_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o", Files: tc.ms(host, e.root), PostUploadCommands: tc.cmds}}, Options{})
+			var se *SandboxCommandError
+			require.ErrorAs(t, err, &se)
+			if tc.exit != 0 {
+				assert.Equal(t, tc.exit, se.Exit)
+			}
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Zero(t, ran, "post-upload commands skipped")
+			assert.Empty(t, e.scratchLeft(t), "every reserved name swept")
+		})
 	}
-	_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "o",
-		Files:              []Mapping{{SourcePath: filepath.Join(host, "d"), TargetPath: e.root + "/target", Kind: KindDirectory}},
-		PostUploadCommands: []Command{{Command: "overlay"}, {Command: "remove-deleted"}},
-	}}, Options{})
-	var se *SandboxCommandError
-	require.ErrorAs(t, err, &se)
-	assert.Contains(t, err.Error(), "Daytona syncIn extract command failed")
-	assert.Zero(t, ran, "post-upload commands skipped")
-	assert.Empty(t, e.scratchLeft(t), "scratch tar removed")
 }
 
 func TestConcurrentSyncOutBothReachDownloadBeforeEitherOpens(t *testing.T) {
@@ -346,7 +348,7 @@ func TestSyncOutOfTheRootItselfSkipsScratch(t *testing.T) {
 	writeFile(t, filepath.Join(e.root, "a.txt"), "a", 0o644)
 	writeFile(t, filepath.Join(e.root, scratchPrefix+"other-call"), "another call's scratch", 0o644)
 	host := t.TempDir()
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root, TargetPath: filepath.Join(host, "all"), Kind: KindDirectory}}}}, Options{})
+	_, err := e.syncOut(t, Options{}, dirMapping(e.root, filepath.Join(host, "all")))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"a.txt": "file 644 a"}, snapshotTree(t, filepath.Join(host, "all")))
 }
@@ -359,5 +361,35 @@ func TestTargetNeedsRemoteDir(t *testing.T) {
 		_, err = SyncOut(t.Context(), Target{Root: root}, nil, Options{})
 		require.ErrorIs(t, err, ErrNoRemoteDir)
 		assert.Equal(t, "Daytona file sync requires a workspace remote dir on the lease metadata.", err.Error())
+	}
+}
+
+// TestHostBatchIsAllOrNothing: a batch's files appear only on publish; a
+// discarded batch leaves neither targets nor temp files, and a published
+// one is not removed by a later discard.
+func TestHostBatchIsAllOrNothing(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, publish := range []bool{false, true} {
+		var hb hostBatch
+		for _, name := range []string{"a", "b"} {
+			h, err := hb.add(filepath.Join(dir, name), nil, Options{})
+			require.NoError(t, err)
+			_, err = h.f.WriteString(name)
+			require.NoError(t, err)
+			require.NoError(t, h.finish())
+		}
+		assert.NoFileExists(t, filepath.Join(dir, "a"), "nothing before publish")
+		if publish {
+			require.NoError(t, hb.publish())
+		}
+		hb.discard()
+		if publish {
+			assert.Equal(t, "a", readFile(t, filepath.Join(dir, "a")))
+			assert.Equal(t, "b", readFile(t, filepath.Join(dir, "b")))
+		} else {
+			assert.NoFileExists(t, filepath.Join(dir, "b"))
+		}
+		assert.Empty(t, hostScratchLeft(t, dir))
 	}
 }

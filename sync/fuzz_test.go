@@ -37,11 +37,11 @@ func FuzzExtract(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		lim := Limits{MaxEntries: 512, MaxEntrySize: 1 << 20, MaxTotal: 4 << 20, MaxNameLen: 1024, MaxDepth: 32}
-		base, _ := extractInto(t, data, lim)
+		base, _, _ := extractInto(t, data, lim, false)
 		assertConfined(t, base)
 		// The first pass of an export (unsafe links omitted) keeps the
 		// same invariant.
-		base, _, _ = extractCollect(t, data, lim)
+		base, _, _ = extractInto(t, data, lim, true)
 		assertConfined(t, base)
 	})
 }

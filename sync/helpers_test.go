@@ -8,12 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
 // env is one emulated sandbox with a sync Target rooted at its work dir.
@@ -34,25 +34,12 @@ func newEnv(t testing.TB, opts ...daytonatest.Option) *env {
 // newEnvWith creates the sandbox with extra environment variables.
 func newEnvWith(t testing.TB, sbEnv map[string]string, opts ...daytonatest.Option) *env {
 	t.Helper()
-	srv := daytonatest.NewServer(t, opts...)
-	c, err := daytona.NewClient(
-		daytona.WithAPIURL(srv.URL()),
-		daytona.WithAPIKey(srv.APIKey()),
-		daytona.WithPollBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) }),
-	)
-	require.NoError(t, err)
-	sb, _, err := c.Sandboxes.Create(context.Background(), &daytona.CreateSandboxRequest{
-		Name: "sync-test-" + uuid.NewString()[:8], Snapshot: "base", Env: sbEnv,
-	})
-	require.NoError(t, err)
-	sb, err = c.Sandboxes.WaitUntilStarted(context.Background(), sb.ID)
-	require.NoError(t, err)
-	info, ok := srv.Sandbox(sb.ID)
-	require.True(t, ok)
-	root := filepath.Join(info.WorkDir, "workspace")
+	te := testenv.New(t, testenv.WithServer(opts...))
+	sb := te.StartSandbox(t, &daytona.CreateSandboxRequest{Env: sbEnv})
+	root := filepath.Join(sb.Info.WorkDir, "workspace")
 	require.NoError(t, os.MkdirAll(root, 0o755))
-	e := &env{srv: srv, c: c, sb: sb, info: info, root: root}
-	e.t = Target{Client: c, Sandbox: sb.Ref(), Root: root, RunCommand: e.runCommand}
+	e := &env{srv: te.Server, c: te.Client, sb: sb.Sandbox, info: sb.Info, root: root}
+	e.t = Target{Client: te.Client, Sandbox: sb.Ref(), Root: root, RunCommand: e.runCommand}
 	return e
 }
 
@@ -63,6 +50,36 @@ func (e *env) runCommand(ctx context.Context, command, cwd string, timeout time.
 		return 0, "", "", err
 	}
 	return res.ExitCode, res.Result, "", nil
+}
+
+// fileMapping and dirMapping are one mapping of each kind.
+func fileMapping(src, dst string) Mapping {
+	return Mapping{SourcePath: src, TargetPath: dst, Kind: KindFile}
+}
+
+func dirMapping(src, dst string) Mapping {
+	return Mapping{SourcePath: src, TargetPath: dst, Kind: KindDirectory}
+}
+
+// syncIn and syncOut run one operation holding ms.
+func (e *env) syncIn(t testing.TB, o Options, ms ...Mapping) ([]OperationResult, error) {
+	t.Helper()
+	return SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: ms}}, o)
+}
+
+func (e *env) syncOut(t testing.TB, o Options, ms ...Mapping) ([]OperationResult, error) {
+	t.Helper()
+	return SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: ms}}, o)
+}
+
+// noScratchLeft asserts that no reserved name is left in the sandbox root
+// or under any of the host directories.
+func (e *env) noScratchLeft(t testing.TB, hostDirs ...string) {
+	t.Helper()
+	assert.Empty(t, e.scratchLeft(t))
+	for _, d := range hostDirs {
+		assert.Empty(t, hostScratchLeft(t, d))
+	}
 }
 
 // scratchLeft lists reserved scratch names left directly under the root.
@@ -90,8 +107,6 @@ func hostScratchLeft(t testing.TB, dir string) []string {
 	})
 	return left
 }
-
-func mode(m uint32) *uint32 { return &m }
 
 func writeFile(t testing.TB, p, content string, perm os.FileMode) {
 	t.Helper()

@@ -208,6 +208,39 @@ func (h *hostFile) discard() {
 	_ = os.Remove(h.tmp)
 }
 
+// hostBatch is the host file targets of one batch, published together:
+// none is renamed into place before every transfer of the batch completed.
+type hostBatch []*hostFile
+
+// add starts a host file target of the batch.
+func (hb *hostBatch) add(target string, mode *uint32, o Options) (*hostFile, error) {
+	h, err := newHostFile(target, mode, o)
+	if err != nil {
+		return nil, err
+	}
+	*hb = append(*hb, h)
+	return h, nil
+}
+
+// publish renames every file of the batch into place; the batch is then
+// empty, so a deferred discard removes nothing.
+func (hb *hostBatch) publish() error {
+	for _, h := range *hb {
+		if err := h.publish(); err != nil {
+			return err
+		}
+	}
+	*hb = nil
+	return nil
+}
+
+// discard removes the temp files of a batch that was not published.
+func (hb *hostBatch) discard() {
+	for _, h := range *hb {
+		h.discard()
+	}
+}
+
 // statfsFree is the default Options.HostFreeSpace.
 func statfsFree(p string) (int64, error) {
 	var st syscall.Statfs_t

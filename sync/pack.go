@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -51,6 +52,20 @@ const directMinSize = 4 << 20
 
 // planDirect walks src like pack and returns the files that go direct.
 func planDirect(ctx context.Context, src string, excludes []string, follow bool) (map[string]directFile, error) {
+	p, err := newPacker(ctx, src, excludes, follow)
+	if err != nil {
+		return nil, err
+	}
+	p.direct, p.directMin = map[string]directFile{}, directMinSize
+	if err := p.dir(src, ""); err != nil {
+		return nil, err
+	}
+	return p.direct, nil
+}
+
+// newPacker checks that src is a directory and returns a walk-only packer
+// for it; pack gives it a tar writer.
+func newPacker(ctx context.Context, src string, excludes []string, follow bool) (*packer, error) {
 	fi, err := os.Stat(src)
 	if err != nil {
 		return nil, err
@@ -58,13 +73,7 @@ func planDirect(ctx context.Context, src string, excludes []string, follow bool)
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%w: directory mapping source %s is not a directory", ErrInvalidOperation, clip(src))
 	}
-	p := &packer{ctx: ctx, excludes: append(append([]string{}, alwaysExcluded...), excludes...), follow: follow,
-		direct: map[string]directFile{}, directMin: directMinSize}
-	p.stack = append(p.stack, idOf(fi))
-	if err := p.dir(src, ""); err != nil {
-		return nil, err
-	}
-	return p.direct, nil
+	return &packer{ctx: ctx, excludes: append(slices.Clone(alwaysExcluded), excludes...), follow: follow, stack: []fileID{idOf(fi)}}, nil
 }
 
 type fileID struct{ dev, ino uint64 }
@@ -102,16 +111,11 @@ func excluded(rel string, patterns []string) bool {
 // pack streams src into w and returns the number of non-directory entries.
 // Files named in direct are left out (they travel separately).
 func pack(ctx context.Context, w io.Writer, src string, excludes []string, follow bool, direct map[string]directFile) (int64, error) {
-	fi, err := os.Stat(src)
+	p, err := newPacker(ctx, src, excludes, follow)
 	if err != nil {
 		return 0, err
 	}
-	if !fi.IsDir() {
-		return 0, fmt.Errorf("%w: directory mapping source %s is not a directory", ErrInvalidOperation, clip(src))
-	}
-	p := &packer{ctx: ctx, tw: tar.NewWriter(w), excludes: append(append([]string{}, alwaysExcluded...), excludes...), follow: follow,
-		buf: make([]byte, 64<<10), direct: direct}
-	p.stack = append(p.stack, idOf(fi))
+	p.tw, p.buf, p.direct = tar.NewWriter(w), make([]byte, 64<<10), direct
 	if err := p.dir(src, ""); err != nil {
 		return p.files, err
 	}
@@ -233,26 +237,26 @@ func (p *packer) entry(abs, name string) error {
 	}
 }
 
-// countingWriter counts bytes on their way to w.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
+// counter counts the bytes that pass through a Read or a Write.
+type counter struct{ n int64 }
 
-func (c *countingWriter) Write(b []byte) (int, error) {
-	n, err := c.w.Write(b)
+func (c *counter) add(n int, err error) (int, error) {
 	c.n += int64(n)
 	return n, err
 }
+
+// countingWriter counts bytes on their way to w.
+type countingWriter struct {
+	counter
+	w io.Writer
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) { return c.add(c.w.Write(b)) }
 
 // countingReader counts bytes read from r.
 type countingReader struct {
+	counter
 	r io.Reader
-	n int64
 }
 
-func (c *countingReader) Read(b []byte) (int, error) {
-	n, err := c.r.Read(b)
-	c.n += int64(n)
-	return n, err
-}
+func (c *countingReader) Read(b []byte) (int, error) { return c.add(c.r.Read(b)) }

@@ -6,11 +6,18 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
+
+// cleanupBudget bounds best-effort sandbox cleanup (scratch removal, the
+// deleted-sandbox check), under its own context so a cancelled or timed-out
+// sync still cleans up.
+const cleanupBudget = 30 * time.Second
 
 // scratchPrefix names every reserved sandbox scratch file (docs/behavior.md#sync): always a
 // direct child of the root, so no swappable intermediate directory exists.
@@ -50,9 +57,6 @@ func confineAs(what, root, p string) (string, error) {
 
 func confine(root, p string) (string, error) { return confineAs("source", root, p) }
 
-// q quotes s for a POSIX shell.
-func q(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
-
 // canonPrelude defines canon() (realpath, else readlink -f, else exit 40)
 // and resolves the root into $root (exit 41). Every guard script starts
 // with it so sandbox-side checks compare canonical paths.
@@ -60,7 +64,7 @@ func canonPrelude(root string) string {
 	return `if command -v realpath >/dev/null 2>&1; then canon() { realpath -e -- "$1"; }
 elif command -v readlink >/dev/null 2>&1; then canon() { readlink -f -- "$1"; }
 else echo "no path canonicalizer" >&2; exit 40; fi
-root=$(canon ` + q(root) + `) || exit 41
+root=$(canon ` + shell.Quote(root) + `) || exit 41
 [ -n "$root" ] || exit 41
 inroot() { case "$1" in "$root"|"$root"/*) return 0;; *) return 1;; esac; }
 # mkconf DIR: create DIR only if its nearest existing ancestor resolves
@@ -77,6 +81,22 @@ mkconf() {
   printf '%s' "$c"
 }
 `
+}
+
+// script starts a sandbox script: set -u, the canonical-path prelude and,
+// in the call's first script, the stale-scratch sweep.
+func (t Target) script(o Options) *strings.Builder {
+	b := &strings.Builder{}
+	b.WriteString("set -u\n")
+	b.WriteString(canonPrelude(t.Root))
+	b.WriteString(o.sandboxSweep())
+	return b
+}
+
+// canonSource resolves the sandbox source src into $s and refuses it
+// (exit 42, "ESCAPE") unless it exists and lies inside the canonical root.
+func canonSource(src string) string {
+	return "s=$(canon " + shell.Quote(src) + ") || { echo ESCAPE; exit 42; }\ninroot \"$s\" || { echo ESCAPE; exit 42; }\n"
 }
 
 // diskFullSignatures are the texts of ENOSPC, EDQUOT and EFBIG (docs/behavior.md#streaming-export),
@@ -105,7 +125,7 @@ type execResult struct {
 // (sh -c, so the daemon's choice of zsh/bash/sh does not matter).
 func (t Target) run(ctx context.Context, script string, timeoutSec int) (execResult, error) {
 	res, _, err := t.Client.Toolbox.Execute(ctx, t.Sandbox, &daytona.ExecuteRequest{
-		Command: "sh -c " + q(script),
+		Command: "sh -c " + shell.Quote(script),
 		Timeout: timeoutSec,
 	})
 	if err != nil {
@@ -126,7 +146,7 @@ func (t Target) removeScratch(ctx context.Context, names ...string) error {
 	var b strings.Builder
 	b.WriteString("rm -f --")
 	for _, n := range names {
-		b.WriteString(" " + q(n))
+		b.WriteString(" " + shell.Quote(n))
 	}
 	res, _, err := t.Client.Toolbox.Execute(cctx, t.Sandbox, &daytona.ExecuteRequest{Command: b.String(), Timeout: seconds(cleanupBudget)})
 	if err != nil {

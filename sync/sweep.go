@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
 // Reserved names. Every temporary name this package creates, on either
@@ -133,7 +135,7 @@ func (o Options) sandboxSweep() string {
 		}
 	}
 	minutes := int64((o.staleAfter() + time.Minute - 1) / time.Minute) // rounded up
-	name := q(scratchPrefix + uuidGlob)
-	return "find \"$root\" -mindepth 1 -maxdepth 1 -type f \\( -name " + name + " -o -name " + q(scratchPrefix+uuidGlob+reservedTarSuffix) +
+	name := shell.Quote(scratchPrefix + uuidGlob)
+	return "find \"$root\" -mindepth 1 -maxdepth 1 -type f \\( -name " + name + " -o -name " + shell.Quote(scratchPrefix+uuidGlob+reservedTarSuffix) +
 		" \\) -mmin +" + strconv.FormatInt(minutes, 10) + " -exec rm -f -- {} + >/dev/null 2>&1\n"
 }

@@ -143,7 +143,7 @@ func TestSyncInNeverPacksReservedNames(t *testing.T) {
 	writeFile(t, filepath.Join(src, "sub", scratchPrefix+"anything"), "reserved prefix", 0o600)
 	big := filepath.Join(src, reserved(""))
 	require.NoError(t, os.WriteFile(big, make([]byte, directMinSize), 0o600)) // would go direct
-	_, err := SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/x", Kind: KindDirectory}}}}, Options{})
+	_, err := e.syncIn(t, Options{}, dirMapping(src, e.root+"/x"))
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"keep.txt": "file 644 keep", "sub": "dir 755"}, snapshotTree(t, filepath.Join(e.root, "x")))
 }
@@ -177,10 +177,10 @@ func TestSandboxSweepAtTheStartOfEachSync(t *testing.T) {
 			e.srv.ResetRequests()
 			var err error
 			if dir == "in" {
-				_, err = SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: filepath.Join(host, "a.txt"), TargetPath: e.root + "/a.txt", Kind: KindFile}}}}, Options{})
+				_, err = e.syncIn(t, Options{}, fileMapping(filepath.Join(host, "a.txt"), e.root+"/a.txt"))
 				assert.Equal(t, 1, e.srv.CountRequests("POST", "/process/execute"), "the sweep rides on the promote script")
 			} else {
-				_, err = SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/b.txt", TargetPath: filepath.Join(host, "b.txt"), Kind: KindFile}}}}, Options{})
+				_, err = e.syncOut(t, Options{}, fileMapping(e.root+"/b.txt", filepath.Join(host, "b.txt")))
 				assert.Equal(t, 2, e.srv.CountRequests("POST", "/process/execute"), "guard script and snapshot removal, as before")
 			}
 			require.NoError(t, err)

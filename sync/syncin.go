@@ -12,131 +12,8 @@ import (
 	"strings"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
-
-// cleanupBudget bounds best-effort sandbox scratch cleanup.
-const cleanupBudget = 30e9 // 30 s
-
-// SyncIn applies operations host → sandbox (docs/behavior.md#sync-in-files, docs/behavior.md#sync-in-dirs,
-// docs/behavior.md#post-upload): in order, each with its file mappings as one upload batch, then each
-// directory mapping (packed on the fly into the upload body and extracted in
-// the sandbox), then its post-upload commands, verbatim and fail-fast. It
-// returns the results of the operations that completed, and the first error.
-func SyncIn(ctx context.Context, t Target, ops []Operation, o Options) ([]OperationResult, error) {
-	return t.apply(ctx, ops, o, direction{
-		inbound: true,
-		files:   Target.uploadFiles,
-		dir:     Target.uploadDir,
-		fail:    func(_ Target, _ context.Context, err error) error { return err },
-	})
-}
-
-// direction is what differs between SyncIn and SyncOut; apply runs the
-// shared operation loop. The steps are method expressions, so they run on
-// the Target with its cleaned root.
-type direction struct {
-	inbound bool
-	files   func(t Target, ctx context.Context, ms []Mapping, o Options) (int64, int64, error)
-	// dir also returns the sandbox paths of the links an export omitted.
-	dir  func(t Target, ctx context.Context, m Mapping, o Options) (int64, int64, []string, error)
-	fail func(t Target, ctx context.Context, err error) error // classifies an error before it is returned
-}
-
-// apply validates every mapping first, then runs the operations in order:
-// each one's file mappings as one batch, then its directory mappings, then
-// its post-upload commands, fail-fast. It returns the results of the
-// operations that completed and the first error, whose echoed paths are
-// clipped.
-func (t Target) apply(ctx context.Context, ops []Operation, o Options, d direction) ([]OperationResult, error) {
-	o.call = &callState{}
-	res, err := t.applyOps(ctx, ops, o, d)
-	return res, clipPaths(err)
-}
-
-func (t Target) applyOps(ctx context.Context, ops []Operation, o Options, d direction) ([]OperationResult, error) {
-	root, err := cleanRoot(t.Root)
-	if err != nil {
-		return nil, err
-	}
-	t.Root = root
-	if err := validateOps(ops, t, d.inbound); err != nil {
-		return nil, err
-	}
-	results := make([]OperationResult, 0, len(ops))
-	for _, op := range ops {
-		res := OperationResult{ID: op.ID}
-		add := func(n, b int64) { res.FilesTransferred += n; res.BytesTransferred += b }
-		var files []Mapping
-		for _, m := range op.Files {
-			if m.Kind == KindFile {
-				files = append(files, m)
-			}
-		}
-		if len(files) > 0 {
-			n, b, err := d.files(t, ctx, files, o)
-			if err != nil {
-				return results, d.fail(t, ctx, err)
-			}
-			add(n, b)
-		}
-		for _, m := range op.Files {
-			if m.Kind != KindDirectory {
-				continue
-			}
-			n, b, omitted, err := d.dir(t, ctx, m, o)
-			if err != nil {
-				return results, d.fail(t, ctx, err)
-			}
-			add(n, b)
-			res.OmittedUnsafeLinkCount += int64(len(omitted))
-			if room := MaxOmittedListed - len(res.OmittedUnsafeLinks); room > 0 {
-				res.OmittedUnsafeLinks = append(res.OmittedUnsafeLinks, omitted[:min(room, len(omitted))]...)
-			}
-		}
-		if err := t.postUpload(ctx, op.PostUploadCommands, o); err != nil {
-			return results, d.fail(t, ctx, err)
-		}
-		results = append(results, res)
-	}
-	return results, nil
-}
-
-// validateOps checks every mapping before anything moves, so a bad mapping
-// late in the list cannot leave earlier operations half-applied.
-func validateOps(ops []Operation, t Target, inbound bool) error {
-	for _, op := range ops {
-		for _, m := range op.Files {
-			if err := m.validate(); err != nil {
-				return err
-			}
-			sandboxPath, what := m.TargetPath, "target"
-			if !inbound {
-				sandboxPath, what = m.SourcePath, "source"
-			}
-			if _, err := confineAs(what, t.Root, sandboxPath); err != nil {
-				return err
-			}
-		}
-		for _, c := range op.PostUploadCommands {
-			if strings.TrimSpace(c.Command) == "" {
-				return fmt.Errorf("%w: empty post-upload command", ErrInvalidOperation)
-			}
-			if strings.ContainsRune(c.Command, 0) {
-				// A shell drops the NUL and would run another command.
-				return fmt.Errorf("%w: post-upload command contains a NUL byte", ErrInvalidOperation)
-			}
-			if c.Cwd != "" {
-				if _, err := confineAs("command cwd", t.Root, c.Cwd); err != nil {
-					return err
-				}
-			}
-		}
-		if len(op.PostUploadCommands) > 0 && t.RunCommand == nil {
-			return fmt.Errorf("%w: post-upload commands need Target.RunCommand", ErrInvalidOperation)
-		}
-	}
-	return nil
-}
 
 // lazyFile opens its path on first Read and closes at EOF, so a batch of
 // 10,000 mappings never holds 10,000 descriptors.
@@ -220,15 +97,12 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 			return 0, 0, &transferError{msg: "Daytona syncIn setFilePermissions failed", err: err}
 		}
 	}
-	var b strings.Builder
-	b.WriteString("set -u\n")
-	b.WriteString(canonPrelude(t.Root))
-	b.WriteString(o.sandboxSweep())
+	b := t.script(o)
 	for i, m := range ms {
 		target, _ := confine(t.Root, m.TargetPath)
 		parent := path.Dir(target)
-		fmt.Fprintf(&b, "p=$(mkconf %s) || exit $?\n", q(parent))
-		fmt.Fprintf(&b, "mv -f -- %s \"$p\"/%s || exit 43\n", q(scratch[i]), q(path.Base(target)))
+		fmt.Fprintf(b, "p=$(mkconf %s) || exit $?\n", shell.Quote(parent))
+		fmt.Fprintf(b, "mv -f -- %s \"$p\"/%s || exit 43\n", shell.Quote(scratch[i]), shell.Quote(path.Base(target)))
 	}
 	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
 	if err != nil {
@@ -315,12 +189,9 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	if uerr != nil {
 		return 0, 0, nil, &transferError{msg: "Daytona syncIn directory upload failed", err: uerr}
 	}
-	var b strings.Builder
-	b.WriteString("set -u\n")
-	b.WriteString(canonPrelude(t.Root))
-	b.WriteString(o.sandboxSweep())
-	fmt.Fprintf(&b, "t=$(mkconf %s) || exit $?\n", q(target))
-	fmt.Fprintf(&b, "tar -xf %s --delay-directory-restore --no-same-owner -C \"$t\"; rc=$?\nrm -f -- %s\n[ \"$rc\" -eq 0 ] || exit 43\n", q(scratch), q(scratch))
+	b := t.script(o)
+	fmt.Fprintf(b, "t=$(mkconf %s) || exit $?\n", shell.Quote(target))
+	fmt.Fprintf(b, "tar -xf %s --delay-directory-restore --no-same-owner -C \"$t\"; rc=$?\nrm -f -- %s\n[ \"$rc\" -eq 0 ] || exit 43\n", shell.Quote(scratch), shell.Quote(scratch))
 	var directBytes int64
 	byMode := map[fs.FileMode][]string{}
 	for i, name := range names {
@@ -329,20 +200,20 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 			// It shrank while it was read: fail rather than sync a lie.
 			return 0, 0, nil, fmt.Errorf("Daytona syncIn source %s changed size while it was uploaded", clip(f.abs))
 		}
-		byMode[f.mode&0o7777] = append(byMode[f.mode&0o7777], q(directScratch[i]))
+		byMode[f.mode&0o7777] = append(byMode[f.mode&0o7777], shell.Quote(directScratch[i]))
 		directBytes += counters[i].n
 	}
 	for mode, files := range byMode { // one chmod per mode, not per file
-		fmt.Fprintf(&b, "chmod %o %s || exit 43\n", mode, strings.Join(files, " "))
+		fmt.Fprintf(b, "chmod %o %s || exit 43\n", mode, strings.Join(files, " "))
 	}
 	for i, name := range names {
 		// The archive made every parent directory (the names come from our
 		// own walk of the host tree).
-		fmt.Fprintf(&b, "touch -m -d @%d %s && mv -f -- %s \"$t\"/%s || exit 43\n",
-			direct[name].modTime.Unix(), q(directScratch[i]), q(directScratch[i]), q(name))
+		fmt.Fprintf(b, "touch -m -d @%d %s && mv -f -- %s \"$t\"/%s || exit 43\n",
+			direct[name].modTime.Unix(), shell.Quote(directScratch[i]), shell.Quote(directScratch[i]), shell.Quote(name))
 	}
 	if m.Mode != nil {
-		fmt.Fprintf(&b, "chmod %o \"$t\" || exit 50\n", *m.Mode&0o7777)
+		fmt.Fprintf(b, "chmod %o \"$t\" || exit 50\n", *m.Mode&0o7777)
 	}
 	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
 	if err != nil {
@@ -352,31 +223,4 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 		return 0, 0, nil, &SandboxCommandError{What: "Daytona syncIn extract command", Exit: r.exit, Detail: r.out}
 	}
 	return pk.files + int64(len(names)), cw.n + directBytes, nil, nil
-}
-
-// postUpload runs an operation's commands verbatim, in order, fail-fast
-// (docs/behavior.md#post-upload), with the configured command limit (minimumTimeoutMs does not
-// apply, docs/behavior.md#transfer-timeout).
-func (t Target) postUpload(ctx context.Context, cmds []Command, o Options) error {
-	for _, c := range cmds {
-		cwd := t.Root
-		if c.Cwd != "" {
-			cwd, _ = confine(t.Root, c.Cwd)
-		}
-		timeout := o.commandTimeout(c)
-		cctx, cancel := withTimeout(ctx, timeout)
-		code, stdout, stderr, err := t.RunCommand(cctx, c.Command, cwd, timeout)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("Daytona post-upload command failed: %w", err)
-		}
-		if code != 0 {
-			d := strings.TrimSpace(stderr)
-			if d == "" {
-				d = strings.TrimSpace(stdout)
-			}
-			return &PostUploadError{Exit: code, Detail: d}
-		}
-	}
-	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
 // Terminal framing of the disk-full fallbacks (docs/behavior.md#streaming-export; proposed framing,
@@ -79,10 +80,16 @@ func termCanonPrelude(root string) string {
 	return `if command -v realpath >/dev/null 2>&1; then canon() { realpath -e -- "$1"; }
 elif command -v readlink >/dev/null 2>&1; then canon() { readlink -f -- "$1"; }
 else fail 40; fi
-root=$(canon ` + q(root) + `) || fail 41
+root=$(canon ` + shell.Quote(root) + `) || fail 41
 [ -n "$root" ] || fail 41
 inroot() { case "$1" in "$root"|"$root"/*) return 0;; *) return 1;; esac; }
 `
+}
+
+// termCanonSource is canonSource for the terminal: $s, or an end frame
+// with 42.
+func termCanonSource(src string) string {
+	return "s=$(canon " + shell.Quote(src) + ") || fail 42\ninroot \"$s\" || fail 42\n"
 }
 
 // termStream is one terminal-streamed transfer.

@@ -3,6 +3,7 @@ package sync
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 	"os"
@@ -52,38 +53,28 @@ func TestTerminalRejectsSenderIgnoringFlowControl(t *testing.T) {
 	assert.Contains(t, err.Error(), "exceeded 16 unacknowledged frames")
 }
 
-func TestTerminalRejectsSequenceGap(t *testing.T) {
+// TestTerminalRejectsMisbehavingSenders: the host receiver refuses a
+// sender that breaks the framing, and one that sends more than the disk
+// allocation.
+func TestTerminalRejectsMisbehavingSenders(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	_, _, err := rawSender(t, e, "printf 'D 0 "+b64(10)+"\\nD 2 "+b64(10)+"\\n'; read -r x; read -r x\n", 0, nil)
-	require.ErrorIs(t, err, ErrStream)
-	assert.Contains(t, err.Error(), "sequence gap")
-}
-
-func TestTerminalRejectsByteCountMismatch(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	_, _, err := rawSender(t, e, "printf 'D 0 "+b64(100)+"\\n'; read -r x; printf 'E 1 99 0\\n'; read -r x\n", 0, nil)
-	require.ErrorIs(t, err, ErrStream)
-	assert.Contains(t, err.Error(), "end frame mismatch")
-}
-
-func TestTerminalRejectsOversizedFrameAndGarbage(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	_, _, err := rawSender(t, e, "printf 'D 0 "+b64(frameSize+3)+"\\n'; read -r x\n", 0, nil)
-	require.ErrorIs(t, err, ErrStream)
-	_, _, err = rawSender(t, e, "printf 'hello\\n'; read -r x\n", 0, nil)
-	require.ErrorIs(t, err, ErrStream)
-	assert.Contains(t, err.Error(), "unexpected terminal output")
-}
-
-func TestTerminalStreamCapsAtLimit(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	_, _, err := rawSender(t, e, termSender("", "head -c 200000 /dev/zero", ""), 100_000, nil)
-	require.ErrorIs(t, err, ErrStream)
-	assert.Contains(t, err.Error(), "exceeds the sandbox disk allocation")
+	for _, tc := range []struct {
+		name, script, want string
+		limit              int64
+	}{
+		{"sequence gap", "printf 'D 0 " + b64(10) + "\\nD 2 " + b64(10) + "\\n'; read -r x; read -r x\n", "sequence gap", 0},
+		{"byte count mismatch", "printf 'D 0 " + b64(100) + "\\n'; read -r x; printf 'E 1 99 0\\n'; read -r x\n", "end frame mismatch", 0},
+		{"oversized frame", "printf 'D 0 " + b64(frameSize+3) + "\\n'; read -r x\n", "oversized data frame", 0},
+		{"garbage", "printf 'hello\\n'; read -r x\n", "unexpected terminal output", 0},
+		{"over the limit", termSender("", "head -c 200000 /dev/zero", ""), "exceeds the sandbox disk allocation", 100_000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := rawSender(t, e, tc.script, tc.limit, nil)
+			require.ErrorIs(t, err, ErrStream)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
 }
 
 func TestTerminalDirectoryExportCappedByDiskAllocation(t *testing.T) {
@@ -95,26 +86,59 @@ func TestTerminalDirectoryExportCappedByDiskAllocation(t *testing.T) {
 	e.fillSandbox(t, 8<<10)
 	e.t.DiskAllocation = 100 << 10 // the provider-reported allocation
 	host := t.TempDir()
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: filepath.Join(host, "w"), Kind: KindDirectory}}}}, Options{HostReserve: -1})
+	_, err := e.syncOut(t, Options{HostReserve: -1}, dirMapping(src, filepath.Join(host, "w")))
 	require.Error(t, err)
 	assert.NoDirExists(t, filepath.Join(host, "w"))
-	assert.Empty(t, hostScratchLeft(t, host))
-	assert.Empty(t, e.scratchLeft(t))
+	e.noScratchLeft(t, host)
 }
 
-func TestTerminalKeepsHostReserve(t *testing.T) {
+// TestExportsKeepHostReserve: no outbound host write may leave less than
+// the reserve free, on the disk-full terminal fallback as on the normal
+// path; an earlier host file stays intact and nothing is left behind.
+func TestExportsKeepHostReserve(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	require.NoError(t, os.WriteFile(filepath.Join(e.root, "big"), randomBytes(t, 200<<10), 0o644))
-	e.fillSandbox(t, 8<<10)
-	host := t.TempDir()
-	writeFile(t, filepath.Join(host, "big"), "old host copy", 0o644)
-	o := Options{HostReserve: 1 << 30, HostFreeSpace: func(string) (int64, error) { return 1<<30 + 20<<10, nil }}
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/big", TargetPath: filepath.Join(host, "big"), Kind: KindFile}}}}, o)
-	require.ErrorIs(t, err, ErrHostSpace)
-	assert.Equal(t, "old host copy", readFile(t, filepath.Join(host, "big")), "earlier host file intact")
-	assert.Empty(t, hostScratchLeft(t, host))
-	assert.Empty(t, e.scratchLeft(t))
+	for _, tc := range []struct {
+		name     string
+		terminal bool  // the sandbox disk is full, so the export streams
+		size     int   // of the sandbox file w/a
+		free     int64 // bytes free beyond the reserve
+		kind     Kind  // the mapping: w/a as a file, w as a directory
+		old      string
+	}{
+		{"terminal file", true, 200 << 10, 20 << 10, KindFile, "old host copy"},
+		{"normal directory", false, 100 << 10, 10 << 10, KindDirectory, ""},
+		{"normal file", false, 100 << 10, 10 << 10, KindFile, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			require.NoError(t, os.MkdirAll(filepath.Join(e.root, "w"), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(e.root, "w", "a"), randomBytes(t, tc.size), 0o644))
+			if tc.terminal {
+				e.fillSandbox(t, 8<<10)
+			}
+			host := t.TempDir()
+			m := fileMapping(e.root+"/w/a", filepath.Join(host, "a"))
+			if tc.kind == KindDirectory {
+				m = dirMapping(e.root+"/w", filepath.Join(host, "w"))
+			}
+			if tc.old != "" {
+				writeFile(t, m.TargetPath, tc.old, 0o644)
+			}
+			o := Options{HostReserve: 1 << 30, HostFreeSpace: func(string) (int64, error) { return 1<<30 + tc.free, nil }}
+			_, err := e.syncOut(t, o, m)
+			require.ErrorIs(t, err, ErrHostSpace)
+			switch {
+			case tc.old != "":
+				assert.Equal(t, tc.old, readFile(t, m.TargetPath), "earlier host file intact")
+			case tc.kind == KindDirectory:
+				assert.NoDirExists(t, m.TargetPath)
+			default:
+				assert.NoFileExists(t, m.TargetPath)
+			}
+			e.noScratchLeft(t, host)
+		})
+	}
 }
 
 func TestTerminalCleanupGivesUp(t *testing.T) {
@@ -142,32 +166,15 @@ func TestTerminalDroppedMidStream(t *testing.T) {
 	require.NoError(t, os.MkdirAll(src, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(src, "big"), randomBytes(t, 600<<10), 0o644))
 	host := t.TempDir()
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "a", Files: []Mapping{{SourcePath: e.root + "/d1", TargetPath: filepath.Join(host, "d1"), Kind: KindDirectory}}}}, Options{})
+	_, err := e.syncOut(t, Options{}, dirMapping(e.root+"/d1", filepath.Join(host, "d1")))
 	require.NoError(t, err)
 	e.fillSandbox(t, 8<<10)
 	e.srv.Inject(daytonatest.Fault{Route: "/process/pty/{sessionId}/connect", WSClose: true, WSCloseAfterBytes: 200 << 10})
-	_, err = SyncOut(t.Context(), e.t, []Operation{{ID: "b", Files: []Mapping{{SourcePath: src, TargetPath: filepath.Join(host, "d2"), Kind: KindDirectory}}}}, Options{HostReserve: -1})
+	_, err = e.syncOut(t, Options{HostReserve: -1}, dirMapping(src, filepath.Join(host, "d2")))
 	require.ErrorIs(t, err, ErrStream)
 	assert.Equal(t, "first", readFile(t, filepath.Join(host, "d1", "first.txt")))
 	assert.NoDirExists(t, filepath.Join(host, "d2"))
-	assert.Empty(t, hostScratchLeft(t, host))
-	assert.Empty(t, e.scratchLeft(t))
-}
-
-func TestNormalExportKeepsHostReserveToo(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	writeFile(t, filepath.Join(e.root, "w", "a"), strings.Repeat("a", 100<<10), 0o644)
-	host := t.TempDir()
-	o := Options{HostReserve: 1 << 30, HostFreeSpace: func(string) (int64, error) { return 1<<30 + 10<<10, nil }}
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/w", TargetPath: filepath.Join(host, "w"), Kind: KindDirectory}}}}, o)
-	require.ErrorIs(t, err, ErrHostSpace)
-	_, err = SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/w/a", TargetPath: filepath.Join(host, "a"), Kind: KindFile}}}}, o)
-	require.ErrorIs(t, err, ErrHostSpace)
-	assert.NoDirExists(t, filepath.Join(host, "w"))
-	assert.NoFileExists(t, filepath.Join(host, "a"))
-	assert.Empty(t, hostScratchLeft(t, host))
-	assert.Empty(t, e.scratchLeft(t))
+	e.noScratchLeft(t, host)
 }
 
 func TestTerminalStreamsEmptyAndExactFrameSizedFiles(t *testing.T) {
@@ -185,4 +192,117 @@ func TestTerminalStreamsEmptyAndExactFrameSizedFiles(t *testing.T) {
 		assert.Equal(t, len(data), len(got))
 		assert.True(t, bytes.Equal(data, got), size)
 	}
+}
+
+// fillSandbox leaves only `room` bytes of the sandbox's disk allocation.
+func (e *env) fillSandbox(t testing.TB, room int64) {
+	t.Helper()
+	used, err := e.srv.DiskUsage(e.sb.ID)
+	require.NoError(t, err)
+	require.NoError(t, e.srv.SetDiskAllocation(e.sb.ID, used+room))
+}
+
+func randomBytes(t testing.TB, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return b
+}
+
+func TestDiskFullDirectoryExportStreamsThroughTerminal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src := filepath.Join(e.root, "work")
+	big := randomBytes(t, 900<<10) // > 16 frames, so flow control is exercised
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "sub", "empty"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "sub", "big.bin"), big, 0o640))
+	writeFile(t, filepath.Join(src, "small.txt"), "small", 0o600)
+	require.NoError(t, os.Symlink("sub/big.bin", filepath.Join(src, "link")))
+	e.fillSandbox(t, 64<<10)
+
+	host := t.TempDir()
+	dst := filepath.Join(host, "out")
+	res, err := e.syncOut(t, Options{HostReserve: -1}, dirMapping(src, dst))
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.EqualValues(t, 3, res[0].FilesTransferred)
+	got, err := os.ReadFile(filepath.Join(dst, "sub", "big.bin"))
+	require.NoError(t, err)
+	assert.Equal(t, big, got)
+	assert.Equal(t, os.FileMode(0o640), permOf(t, filepath.Join(dst, "sub", "big.bin")))
+	assert.Equal(t, "small", readFile(t, filepath.Join(dst, "small.txt")))
+	assert.DirExists(t, filepath.Join(dst, "sub", "empty"))
+	assert.Empty(t, e.scratchLeft(t), "no archive left in the sandbox")
+	assert.NoFileExists(t, filepath.Join(e.info.HomeDir, ".bash_history"), "no command log left in the sandbox")
+	src2, err := os.ReadFile(filepath.Join(src, "sub", "big.bin"))
+	require.NoError(t, err)
+	assert.Equal(t, big, src2, "source preserved")
+	assert.Empty(t, hostScratchLeft(t, host))
+	assert.Positive(t, e.srv.CountRequests("POST", "/process/pty"))
+}
+
+func TestDiskFullSingleFileExportStreamsThroughTerminal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	payload := randomBytes(t, 300<<10)
+	require.NoError(t, os.WriteFile(filepath.Join(e.root, "result.bin"), payload, 0o644))
+	writeFile(t, filepath.Join(e.root, "notes.txt"), "notes", 0o644)
+	e.fillSandbox(t, 16<<10)
+
+	host := t.TempDir()
+	res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{
+		{SourcePath: e.root + "/notes.txt", TargetPath: filepath.Join(host, "notes.txt"), Kind: KindFile},
+		{SourcePath: e.root + "/result.bin", TargetPath: filepath.Join(host, "r", "result.bin"), Kind: KindFile, Mode: new(uint32(0o640))},
+	}}}, Options{HostReserve: -1})
+	require.NoError(t, err)
+	assert.EqualValues(t, 2, res[0].FilesTransferred)
+	assert.EqualValues(t, len(payload)+5, res[0].BytesTransferred)
+	got, err := os.ReadFile(filepath.Join(host, "r", "result.bin"))
+	require.NoError(t, err)
+	assert.Equal(t, payload, got)
+	assert.Equal(t, os.FileMode(0o640), permOf(t, filepath.Join(host, "r", "result.bin")))
+	assert.Equal(t, "notes", readFile(t, filepath.Join(host, "notes.txt")))
+	assert.Equal(t, 2, e.srv.CountRequests("POST", "/process/pty"), "one terminal per streamed file")
+	e.noScratchLeft(t, host)
+}
+
+// TestSingleFileFallbackRechecksIdentity: the source is replaced (new
+// inode) while it streams; the sender reports 46 and the host refuses.
+func TestSingleFileFallbackRechecksIdentity(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src := filepath.Join(e.root, "big")
+	require.NoError(t, os.WriteFile(src, randomBytes(t, 1<<20), 0o644)) // > 17 frames
+	first := true
+	ts := &termStream{t: e.t, done: func(bool) {}, script: fileStreamScript(e.root, src)}
+	ts.sink = func([]byte) error {
+		if first {
+			// The sender cannot finish before this first ack.
+			first = false
+			require.NoError(t, os.WriteFile(src+".new", []byte("swapped"), 0o644))
+			require.NoError(t, os.Rename(src+".new", src))
+		}
+		return nil
+	}
+	_, rc, err := ts.run(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 46, rc)
+}
+
+// TestSingleFileFallbackRefusesEscape: the guarded copy fails for space and
+// the stream re-checks confinement itself: a source that resolves outside
+// the root is refused by both.
+func TestSingleFileFallbackRefusesEscape(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ts := &termStream{t: e.t, done: func(bool) {}, sink: func([]byte) error { return nil }}
+	outside := filepath.Join(e.info.Root, "secret")
+	require.NoError(t, os.WriteFile(outside, []byte("secret"), 0o644))
+	require.NoError(t, os.Symlink(outside, filepath.Join(e.root, "link")))
+	ts.script = fileStreamScript(e.root, e.root+"/link")
+	n, rc, err := ts.run(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, 42, rc)
+	assert.Zero(t, n)
 }

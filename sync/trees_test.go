@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -43,32 +45,122 @@ func snapshotTree(t testing.TB, root string) map[string]string {
 	return out
 }
 
-func TestRoundTripUnicodeLongNamesModesAndEmptyDirs(t *testing.T) {
+// TestRoundTrip: a host tree synced into the sandbox and back out arrives
+// unchanged both times (contents, modes, symlinks, empty directories),
+// whatever its names or size, and no scratch name is left on either side.
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		build func(t *testing.T, src string)
+		files int64 // files transferred each way; 0 = not checked
+		check func(t *testing.T, e *env, in, out []OperationResult, back string)
+	}{
+		{"directory", func(t *testing.T, src string) {
+			writeFile(t, filepath.Join(src, "a.txt"), "alpha", 0o644)
+			writeFile(t, filepath.Join(src, "secret"), "s3cret", 0o600)
+			writeFile(t, filepath.Join(src, "nested", "data.txt"), "nested data", 0o644)
+			require.NoError(t, os.MkdirAll(filepath.Join(src, "empty", "deeper"), 0o755))
+			require.NoError(t, os.Symlink("nested/data.txt", filepath.Join(src, "shortcut")))
+			require.NoError(t, os.MkdirAll(filepath.Join(src, ".claude", "skills"), 0o755))
+			require.NoError(t, os.Symlink("../../nested", filepath.Join(src, ".claude", "skills", "demo")))
+		}, 5, func(t *testing.T, e *env, in, out []OperationResult, back string) {
+			assert.Positive(t, in[0].BytesTransferred)
+			assert.Equal(t, "alpha", readFile(t, filepath.Join(e.root, "p", "a.txt")))
+			assert.Equal(t, "alpha", readFile(t, filepath.Join(back, "a.txt")))
+			assert.Equal(t, "s3cret", readFile(t, filepath.Join(back, "secret")))
+			assert.Equal(t, os.FileMode(0o600), permOf(t, filepath.Join(back, "secret")))
+			assert.Equal(t, "nested data", readFile(t, filepath.Join(back, "shortcut")))
+			l, err := os.Readlink(filepath.Join(back, ".claude", "skills", "demo"))
+			require.NoError(t, err)
+			assert.Equal(t, "../../nested", l)
+			fi, err := os.Stat(filepath.Join(back, "empty", "deeper"))
+			require.NoError(t, err)
+			assert.True(t, fi.IsDir())
+		}},
+		{"unicode, long names, modes and empty dirs", func(t *testing.T, src string) {
+			long := strings.Repeat("long-name-", 25) // 250 bytes, the NAME_MAX edge
+			deep := filepath.Join(src, strings.Repeat("d/", 40))
+			writeFile(t, filepath.Join(src, "ünïcödé ✓", "日本語.txt"), "unicode", 0o644)
+			writeFile(t, filepath.Join(src, long), "long", 0o600)
+			writeFile(t, filepath.Join(deep, "leaf"), "deep", 0o640)
+			writeFile(t, filepath.Join(src, "spaces and 'quotes' $(x)"), "shell", 0o755)
+			writeFile(t, filepath.Join(src, "-leading-dash"), "dash", 0o644)
+			writeFile(t, filepath.Join(src, "new\nline"), "newline", 0o644)
+			require.NoError(t, os.MkdirAll(filepath.Join(src, "empty"), 0o700))
+			require.NoError(t, os.Chmod(filepath.Join(src, "empty"), 0o700))
+			require.NoError(t, os.Symlink("日本語.txt", filepath.Join(src, "ünïcödé ✓", "link")))
+		}, 0, nil},
+		{"10k small files", func(t *testing.T, src string) {
+			for i := range 10_000 {
+				writeFile(t, filepath.Join(src, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.txt", i)), fmt.Sprintf("file %d", i), 0o644)
+			}
+		}, 10_000, func(t *testing.T, _ *env, _, _ []OperationResult, back string) {
+			assert.Equal(t, "file 9999", readFile(t, filepath.Join(back, "d99", "f09999.txt")))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			host := t.TempDir()
+			src := filepath.Join(host, "src")
+			tc.build(t, src)
+			before := snapshotTree(t, src)
+			in, err := e.syncIn(t, Options{}, dirMapping(src, e.root+"/p"))
+			require.NoError(t, err)
+			require.Len(t, in, 1)
+			assert.Equal(t, before, snapshotTree(t, filepath.Join(e.root, "p")), "sandbox copy")
+			e.noScratchLeft(t)
+			back := filepath.Join(host, "back")
+			out, err := e.syncOut(t, Options{}, dirMapping(e.root+"/p", back))
+			require.NoError(t, err)
+			require.Len(t, out, 1)
+			assert.Equal(t, before, snapshotTree(t, back), "host copy")
+			if tc.files > 0 {
+				assert.EqualValues(t, tc.files, in[0].FilesTransferred)
+				assert.EqualValues(t, tc.files, out[0].FilesTransferred)
+			}
+			if tc.check != nil {
+				tc.check(t, e, in, out, back)
+			}
+			e.noScratchLeft(t, host)
+		})
+	}
+}
+
+// TestLargeFilesTravelDirect: files of directMinSize and more skip the
+// archive (one write in the sandbox instead of two) and still arrive with
+// their bytes, mode and modification time, beside the archived small files,
+// with no scratch name left behind.
+func TestLargeFilesTravelDirect(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	host := t.TempDir()
-	src := filepath.Join(host, "src")
-	long := strings.Repeat("long-name-", 25) // 250 bytes, the NAME_MAX edge
-	deep := filepath.Join(src, strings.Repeat("d/", 40))
-	writeFile(t, filepath.Join(src, "ünïcödé ✓", "日本語.txt"), "unicode", 0o644)
-	writeFile(t, filepath.Join(src, long), "long", 0o600)
-	writeFile(t, filepath.Join(deep, "leaf"), "deep", 0o640)
-	writeFile(t, filepath.Join(src, "spaces and 'quotes' $(x)"), "shell", 0o755)
-	writeFile(t, filepath.Join(src, "-leading-dash"), "dash", 0o644)
-	writeFile(t, filepath.Join(src, "new\nline"), "newline", 0o644)
-	require.NoError(t, os.MkdirAll(filepath.Join(src, "empty"), 0o700))
-	require.NoError(t, os.Chmod(filepath.Join(src, "empty"), 0o700))
-	require.NoError(t, os.Symlink("日本語.txt", filepath.Join(src, "ünïcödé ✓", "link")))
-	before := snapshotTree(t, src)
+	src := filepath.Join(t.TempDir(), "src")
+	big := make([]byte, directMinSize+12345)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "deep", "er"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "deep", "er", "big.bin"), big, 0o640))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "big two.bin"), big[:directMinSize], 0o755))
+	writeFile(t, filepath.Join(src, "small.txt"), "small", 0o644)
+	stamp := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	require.NoError(t, os.Chtimes(filepath.Join(src, "deep", "er", "big.bin"), stamp, stamp))
 
-	ctx := t.Context()
-	_, err := SyncIn(ctx, e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/p", Kind: KindDirectory}}}}, Options{})
+	res, err := e.syncIn(t, Options{}, dirMapping(src, e.root+"/proj"))
 	require.NoError(t, err)
-	assert.Equal(t, before, snapshotTree(t, filepath.Join(e.root, "p")), "sandbox copy")
-	back := filepath.Join(host, "back")
-	_, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/p", TargetPath: back, Kind: KindDirectory}}}}, Options{})
+	assert.EqualValues(t, 3, res[0].FilesTransferred)
+	assert.GreaterOrEqual(t, res[0].BytesTransferred, int64(2*directMinSize+12345+5), "archive bytes plus the direct files")
+	got, err := os.ReadFile(filepath.Join(e.root, "proj", "deep", "er", "big.bin"))
 	require.NoError(t, err)
-	assert.Equal(t, before, snapshotTree(t, back), "host copy")
+	assert.True(t, bytes.Equal(big, got), "large file bytes intact")
+	assert.Equal(t, os.FileMode(0o640), permOf(t, filepath.Join(e.root, "proj", "deep", "er", "big.bin")))
+	assert.Equal(t, os.FileMode(0o755), permOf(t, filepath.Join(e.root, "proj", "big two.bin")))
+	fi, err := os.Stat(filepath.Join(e.root, "proj", "deep", "er", "big.bin"))
+	require.NoError(t, err)
+	assert.True(t, fi.ModTime().Equal(stamp), "mtime kept: %s", fi.ModTime())
+	assert.Equal(t, "small", readFile(t, filepath.Join(e.root, "proj", "small.txt")))
+	assert.Empty(t, e.scratchLeft(t))
 }
 
 func TestSymlinksInAndOutOfTheTree(t *testing.T) {
@@ -151,33 +243,13 @@ func TestSyncOutMergesIntoExistingHostDirectory(t *testing.T) {
 	writeFile(t, filepath.Join(e.root, "w", "shared.txt"), "new", 0o644)
 	writeFile(t, filepath.Join(e.root, "w", "becomes-file"), "now a file", 0o644)
 	writeFile(t, filepath.Join(e.root, "w", "sub", "n.txt"), "n", 0o644)
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/w", TargetPath: dst, Kind: KindDirectory}}}}, Options{})
+	_, err := e.syncOut(t, Options{}, dirMapping(e.root+"/w", dst))
 	require.NoError(t, err)
 	assert.Equal(t, "host", readFile(t, filepath.Join(dst, "host-only.txt")))
 	assert.Equal(t, "new", readFile(t, filepath.Join(dst, "shared.txt")))
 	assert.Equal(t, "now a file", readFile(t, filepath.Join(dst, "becomes-file")))
 	assert.Equal(t, "n", readFile(t, filepath.Join(dst, "sub", "n.txt")))
 	assert.Empty(t, hostScratchLeft(t, host))
-}
-
-func TestRoundTrip10kSmallFiles(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	host := t.TempDir()
-	src := filepath.Join(host, "src")
-	const n = 10_000
-	for i := range n {
-		writeFile(t, filepath.Join(src, fmt.Sprintf("d%02d", i%100), fmt.Sprintf("f%05d.txt", i)), fmt.Sprintf("file %d", i), 0o644)
-	}
-	in, err := SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/many", Kind: KindDirectory}}}}, Options{})
-	require.NoError(t, err)
-	assert.EqualValues(t, n, in[0].FilesTransferred)
-	back := filepath.Join(host, "back")
-	out, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: e.root + "/many", TargetPath: back, Kind: KindDirectory}}}}, Options{})
-	require.NoError(t, err)
-	assert.EqualValues(t, n, out[0].FilesTransferred)
-	assert.Equal(t, "file 9999", readFile(t, filepath.Join(back, "d99", "f09999.txt")))
-	assert.Equal(t, snapshotTree(t, src), snapshotTree(t, back))
 }
 
 func TestDroppedConnectionsLeaveEarlierFilesAndNoScratch(t *testing.T) {
@@ -201,7 +273,7 @@ func TestDroppedConnectionsLeaveEarlierFilesAndNoScratch(t *testing.T) {
 	assert.Empty(t, e.scratchLeft(t))
 
 	e.srv.Inject(daytonatest.Fault{Route: "/files/bulk-upload", Drop: true, Times: 1})
-	_, err = SyncIn(t.Context(), e.t, []Operation{{ID: "3", Files: []Mapping{{SourcePath: filepath.Join(host, "f.txt"), TargetPath: e.root + "/f.txt", Kind: KindFile}}}}, Options{})
+	_, err = e.syncIn(t, Options{}, fileMapping(filepath.Join(host, "f.txt"), e.root+"/f.txt"))
 	require.ErrorIs(t, err, ErrTransfer)
 	assert.Empty(t, e.scratchLeft(t))
 
@@ -220,11 +292,10 @@ func TestDroppedConnectionsLeaveEarlierFilesAndNoScratch(t *testing.T) {
 	assert.NoDirExists(t, filepath.Join(host, "out2"))
 	writeFile(t, filepath.Join(host, "z.txt"), "old z", 0o644)
 	e.srv.Inject(daytonatest.Fault{Route: "/files/bulk-download", Drop: true, Times: 1})
-	_, err = SyncOut(t.Context(), e.t, []Operation{{ID: "3", Files: []Mapping{{SourcePath: e.root + "/z.txt", TargetPath: filepath.Join(host, "z.txt"), Kind: KindFile}}}}, Options{})
+	_, err = e.syncOut(t, Options{}, fileMapping(e.root+"/z.txt", filepath.Join(host, "z.txt")))
 	require.ErrorIs(t, err, ErrTransfer)
 	assert.Equal(t, "old z", readFile(t, filepath.Join(host, "z.txt")))
-	assert.Empty(t, e.scratchLeft(t))
-	assert.Empty(t, hostScratchLeft(t, host))
+	e.noScratchLeft(t, host)
 }
 
 // TestSparse2GiBFileRoundTrip moves a 2 GiB file with one data block at

@@ -4,12 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,6 +33,22 @@ func (e *env) sh(t testing.TB, dir, command string) {
 	require.Zero(t, res.ExitCode, res.Result)
 }
 
+// newEnvWithPlantedTar is an env whose sandbox tar is a planted program
+// (first on PATH) that writes archive wherever -f points, whatever it was
+// asked, and src, an empty directory to export.
+func newEnvWithPlantedTar(t *testing.T, archive []byte) (e *env, src string) {
+	t.Helper()
+	bin := t.TempDir()
+	planted := filepath.Join(bin, "planted.tar")
+	require.NoError(t, os.WriteFile(planted, archive, 0o644))
+	script := "#!/bin/bash\nout=-\nwhile [ $# -gt 0 ]; do case \"$1\" in -f) out=$2; shift;; esac; shift; done\ncat > /dev/null\nif [ \"$out\" = - ]; then cat " + planted + "; else cat " + planted + " > \"$out\"; fi\n"
+	writeFile(t, filepath.Join(bin, "tar"), script, 0o755)
+	e = newEnvWith(t, map[string]string{"PATH": bin + ":" + os.Getenv("PATH")})
+	src = filepath.Join(e.root, "ws")
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	return e, src
+}
+
 // TestSyncOutVenvOmitsAbsoluteLinkAndRetriesOnce is the issue's scenario,
 // verbatim: a workspace with one virtualenv interpreter link to
 // /usr/bin/python3 exports, without that link, after one rebuilt archive.
@@ -43,7 +60,7 @@ func TestSyncOutVenvOmitsAbsoluteLinkAndRetriesOnce(t *testing.T) {
 	dst := filepath.Join(host, "proj")
 	log, logs := logBuffer()
 	e.srv.ResetRequests()
-	res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "out", Files: []Mapping{{SourcePath: e.root + "/proj", TargetPath: dst, Kind: KindDirectory}}}}, Options{Logger: log})
+	res, err := e.syncOut(t, Options{Logger: log}, dirMapping(e.root+"/proj", dst))
 	require.NoError(t, err)
 	assert.Equal(t, "x\n", readFile(t, filepath.Join(dst, "src", "main.py")))
 	assert.DirExists(t, filepath.Join(dst, ".venv", "bin"))
@@ -56,17 +73,18 @@ func TestSyncOutVenvOmitsAbsoluteLinkAndRetriesOnce(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), OmitNotice), logs.String())
 	assert.Contains(t, logs.String(), "level=WARN")
 	assert.Equal(t, 2, e.srv.CountRequests("GET", "/files/download"), "one retry, not more")
-	assert.Empty(t, e.scratchLeft(t))
-	assert.Empty(t, hostScratchLeft(t, host))
+	e.noScratchLeft(t, host)
 	fi, err := os.Lstat(filepath.Join(e.root, "proj", ".venv", "bin", "python3"))
 	require.NoError(t, err)
 	assert.NotZero(t, fi.Mode()&os.ModeSymlink, "the sandbox tree is untouched")
 }
 
 // TestSyncOutOmitsUnsafeLinksOfHostileTrees: trees built in a real sandbox
-// with links to /etc/passwd, out through "..", and with an inner ".."
-// export without those links; a FIFO or a tree that changes nothing about
-// them is still refused. Nothing is ever written beside the target.
+// with links to /etc/passwd, out through "..", with an inner "..", and a
+// planted skills link out of the workspace (relative or absolute) export
+// without those links, after one rebuilt archive, and report them; a FIFO
+// or a tree that changes nothing about them is still refused. Nothing is
+// ever written beside the target.
 func TestSyncOutOmitsUnsafeLinksOfHostileTrees(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -80,6 +98,8 @@ func TestSyncOutOmitsUnsafeLinksOfHostileTrees(t *testing.T) {
 		{name: "inner dot-dot", build: "mkdir d && ln -s d/../.. sneaky", omitted: []string{"sneaky"}},
 		{name: "several, nested and relative-safe kept", build: "mkdir -p x/y && ln -s /etc x/etc && ln -s /usr/bin/python3 x/y/py && ln -s ../ok.txt x/fine", omitted: []string{"x/etc", "x/y/py"}},
 		{name: "fifo", build: "mkfifo pipe && ln -s /etc/passwd passwd", refusal: reasonSpecial},
+		{name: "planted ../../outside.txt", build: "mkdir skills && ln -s ../../outside.txt skills/demo", omitted: []string{"skills/demo"}},
+		{name: "planted /tmp/paperclip-git-workspace-example/skills/demo", build: "mkdir skills && ln -s /tmp/paperclip-git-workspace-example/skills/demo skills/demo", omitted: []string{"skills/demo"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -91,10 +111,9 @@ func TestSyncOutOmitsUnsafeLinksOfHostileTrees(t *testing.T) {
 			host := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(host, "outside.txt"), []byte("keep"), 0o644))
 			dst := filepath.Join(host, "out")
-			res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: dst, Kind: KindDirectory}}}}, Options{})
+			res, err := e.syncOut(t, Options{}, dirMapping(src, dst))
 			assert.Equal(t, "keep", readFile(t, filepath.Join(host, "outside.txt")))
-			assert.Empty(t, hostScratchLeft(t, host))
-			assert.Empty(t, e.scratchLeft(t))
+			e.noScratchLeft(t, host)
 			if tc.omitted == nil {
 				require.Error(t, err)
 				var ae *ArchiveError
@@ -109,6 +128,7 @@ func TestSyncOutOmitsUnsafeLinksOfHostileTrees(t *testing.T) {
 				want[i] = src + "/" + o
 				_, lerr := os.Lstat(filepath.Join(dst, o))
 				assert.ErrorIs(t, lerr, os.ErrNotExist, o)
+				assert.DirExists(t, filepath.Dir(filepath.Join(dst, o)), "the link's directory is exported")
 			}
 			assert.ElementsMatch(t, want, res[0].OmittedUnsafeLinks)
 			assert.EqualValues(t, len(want), res[0].OmittedUnsafeLinkCount)
@@ -129,29 +149,48 @@ func TestSyncOutOmitsUnsafeLinksOfHostileTrees(t *testing.T) {
 // as a first archive is today, after one retry and one notice.
 func TestSyncOutRetryThatIsStillUnsafeFails(t *testing.T) {
 	t.Parallel()
-	bin := t.TempDir()
-	planted := filepath.Join(bin, "planted.tar")
-	require.NoError(t, os.WriteFile(planted, buildTar(t,
+	e, src := newEnvWithPlantedTar(t, buildTar(t,
 		member{name: "./ok.txt", typ: tar.TypeReg, body: "ok"},
 		member{name: "./passwd", typ: tar.TypeSymlink, link: "/etc/passwd"},
-	), 0o644))
-	script := "#!/bin/bash\nout=-\nwhile [ $# -gt 0 ]; do case \"$1\" in -f) out=$2; shift;; esac; shift; done\ncat > /dev/null\nif [ \"$out\" = - ]; then cat " + planted + "; else cat " + planted + " > \"$out\"; fi\n"
-	writeFile(t, filepath.Join(bin, "tar"), script, 0o755)
-	e := newEnvWith(t, map[string]string{"PATH": bin + ":" + os.Getenv("PATH")})
-	src := filepath.Join(e.root, "ws")
-	require.NoError(t, os.MkdirAll(src, 0o755))
+	))
 	host := t.TempDir()
 	dst := filepath.Join(host, "out")
 	log, logs := logBuffer()
 	e.srv.ResetRequests()
-	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: dst, Kind: KindDirectory}}}}, Options{Logger: log})
+	_, err := e.syncOut(t, Options{Logger: log}, dirMapping(src, dst))
 	require.ErrorIs(t, err, ErrUnsafeArchive)
 	assert.Contains(t, err.Error(), "Daytona syncOut refusing tarball link whose target escapes the extraction dir")
 	assert.Equal(t, 1, strings.Count(logs.String(), OmitNotice))
 	assert.Equal(t, 2, e.srv.CountRequests("GET", "/files/download"), "exactly one retry")
 	assert.NoDirExists(t, dst)
-	assert.Empty(t, hostScratchLeft(t, host))
-	assert.Empty(t, e.scratchLeft(t))
+	e.noScratchLeft(t, host)
+}
+
+// TestSyncOutRefusesArchiveFromHostileTar: the sandbox's own tar is
+// replaced (a planted program first on PATH) and emits a prebuilt hostile
+// archive; the host refuses it and writes nothing outside the target.
+func TestSyncOutRefusesArchiveFromHostileTar(t *testing.T) {
+	t.Parallel()
+	for _, tc := range hostileCases {
+		if tc.lim != (Limits{}) {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, src := newEnvWithPlantedTar(t, buildTar(t, tc.ms...))
+			host := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(host, "outside.txt"), []byte("keep"), 0o644))
+			dst := filepath.Join(host, "deep", "out")
+			_, err := e.syncOut(t, Options{}, dirMapping(src, dst))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, ErrUnsafeArchive)
+			assert.NoDirExists(t, dst)
+			assert.Equal(t, "keep", readFile(t, filepath.Join(host, "outside.txt")))
+			ents, _ := os.ReadDir(host)
+			assert.Len(t, ents, 2) // outside.txt and the (empty) deep/ parent
+			e.noScratchLeft(t, host)
+		})
+	}
 }
 
 // TestDiskFullExportOmitsUnsafeLinksToo: the terminal fallback shares the
@@ -170,7 +209,7 @@ func TestDiskFullExportOmitsUnsafeLinksToo(t *testing.T) {
 	dst := filepath.Join(host, "out")
 	log, logs := logBuffer()
 	e.srv.ResetRequests()
-	res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: dst, Kind: KindDirectory}}}}, Options{HostReserve: -1, Logger: log})
+	res, err := e.syncOut(t, Options{HostReserve: -1, Logger: log}, dirMapping(src, dst))
 	require.NoError(t, err)
 	got, err := os.ReadFile(filepath.Join(dst, "big.bin"))
 	require.NoError(t, err)
@@ -181,115 +220,7 @@ func TestDiskFullExportOmitsUnsafeLinksToo(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), OmitNotice))
 	assert.Equal(t, 2, e.srv.CountRequests("POST", "/process/pty"), "streamed twice")
 	assert.Equal(t, 1, e.srv.CountDispatches("--hard-dereference"), "the archive was built in the sandbox once")
-	assert.Empty(t, e.scratchLeft(t))
-	assert.Empty(t, hostScratchLeft(t, host))
-}
-
-// extractCollect runs the first-pass extractor (unsafe links omitted) like
-// extractInto, and also returns the extractor.
-func extractCollect(t testing.TB, data []byte, lim Limits) (string, *extractor, error) {
-	t.Helper()
-	base := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(base, "outside.txt"), []byte("keep"), 0o644))
-	require.NoError(t, os.Mkdir(filepath.Join(base, "stage"), 0o700))
-	root, err := os.OpenRoot(filepath.Join(base, "stage"))
-	require.NoError(t, err)
-	defer root.Close()
-	x := newExtractor(root, lim)
-	x.omitLinks = true
-	return base, x, x.extract(context.Background(), bytes.NewReader(data))
-}
-
-// TestFirstPassOmitsOnlyUnsafeLinks: the first pass skips unsafe links and
-// nothing else; a member that would use an omitted link's name or go
-// through it is still refused, and nothing lands beside the staging dir.
-func TestFirstPassOmitsOnlyUnsafeLinks(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name    string
-		ms      []member
-		omitted []string
-		refusal string
-	}{
-		{"absolute", []member{{name: "./.venv/bin/python3", typ: tar.TypeSymlink, link: "/usr/bin/python3"}}, []string{".venv/bin/python3"}, ""},
-		{"passwd, dot-dot and inner dot-dot", []member{
-			{name: "p", typ: tar.TypeSymlink, link: "/etc/passwd"},
-			{name: "a/up", typ: tar.TypeSymlink, link: "../../outside.txt"},
-			{name: "d/", typ: tar.TypeDir},
-			{name: "i", typ: tar.TypeSymlink, link: "d/../.."},
-			{name: "safe", typ: tar.TypeSymlink, link: "a"},
-		}, []string{"p", "a/up", "i"}, ""},
-		{"write through an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "../.."}, {name: "l/outside.txt", typ: tar.TypeReg, body: "x"}}, nil, reasonNotDir},
-		{"directory through an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "l/sub/", typ: tar.TypeDir}}, nil, reasonNotDir},
-		{"file named like an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc/passwd"}, {name: "./l", typ: tar.TypeReg, body: "x"}}, nil, reasonDuplicate},
-		{"directory named like an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "l/", typ: tar.TypeDir}}, nil, reasonDuplicate},
-		{"second link of the same name", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "l", typ: tar.TypeSymlink, link: "/"}}, nil, reasonDuplicate},
-		{"hardlink out after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "h", typ: tar.TypeLink, link: "../outside.txt"}}, nil, reasonHardlink},
-		{"fifo after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "pipe", typ: tar.TypeFifo}}, nil, reasonSpecial},
-		{"device after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "null", typ: tar.TypeChar}}, nil, reasonSpecial},
-		{"traversal after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "../outside.txt", typ: tar.TypeReg, body: "x"}}, nil, reasonEscape},
-		{"absolute member after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "/etc/evil", typ: tar.TypeReg, body: "x"}}, nil, reasonEscape},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			base, x, err := extractCollect(t, buildTar(t, tc.ms...), Limits{})
-			assertConfined(t, base)
-			if tc.refusal != "" {
-				var ae *ArchiveError
-				require.ErrorAs(t, err, &ae)
-				assert.Equal(t, tc.refusal, ae.Reason)
-				return
-			}
-			require.NoError(t, err)
-			assert.Equal(t, tc.omitted, x.omitNames)
-			require.NotNil(t, x.omitFirst)
-			assert.Equal(t, reasonLinkEscape, x.omitFirst.Reason)
-			for _, n := range tc.omitted {
-				_, lerr := os.Lstat(filepath.Join(base, "stage", n))
-				assert.ErrorIs(t, lerr, os.ErrNotExist, "omitted link %s was not created", n)
-			}
-		})
-	}
-}
-
-// TestFirstPassStopsWritingAfterAnOmittedLink: once the first pass knows
-// its staging tree will be discarded it stops writing payloads, but still
-// reads and checks every member (a truncated member is still an error).
-func TestFirstPassStopsWritingAfterAnOmittedLink(t *testing.T) {
-	t.Parallel()
-	data := buildTar(t,
-		member{name: "before", typ: tar.TypeReg, body: "written"},
-		member{name: "l", typ: tar.TypeSymlink, link: "/usr/bin/python3"},
-		member{name: "after", typ: tar.TypeReg, body: strings.Repeat("y", 3000)},
-	)
-	base, _, err := extractCollect(t, data, Limits{})
-	require.NoError(t, err)
-	assert.Equal(t, "written", readFile(t, filepath.Join(base, "stage", "before")))
-	fi, err := os.Stat(filepath.Join(base, "stage", "after"))
-	require.NoError(t, err)
-	assert.Zero(t, fi.Size(), "payload after the omitted link is not written")
-
-	_, _, err = extractCollect(t, data[:len(data)-1024-1500], Limits{})
-	require.Error(t, err, "a cut member is still refused")
-}
-
-// TestFirstPassOmissionBudget: more unsafe links than a rebuilt archive's
-// excludes can carry is a refusal, as before the retry existed, and the
-// omitted names held in memory stay bounded.
-func TestFirstPassOmissionBudget(t *testing.T) {
-	t.Parallel()
-	var ms []member
-	dir := strings.Repeat("n", 200)
-	for i := range maxOmitBytes/len(excludeArg(dir+"/000000")) + 2 {
-		ms = append(ms, member{name: fmt.Sprintf("%s/%06d", dir, i), typ: tar.TypeSymlink, link: "/abs"})
-	}
-	base, x, err := extractCollect(t, buildTar(t, ms...), Limits{})
-	var ae *ArchiveError
-	require.ErrorAs(t, err, &ae)
-	assert.Equal(t, reasonLinkEscape, ae.Reason)
-	assert.LessOrEqual(t, x.omitBytes, maxOmitBytes)
-	assertConfined(t, base)
+	e.noScratchLeft(t, host)
 }
 
 // TestExcludedMemberNamesAreLiteral: the rebuilt archive's excludes match
@@ -317,4 +248,89 @@ func TestExcludedMemberNamesAreLiteral(t *testing.T) {
 		_, lerr := os.Lstat(filepath.Join(dst, "d", n))
 		assert.ErrorIs(t, lerr, os.ErrNotExist, n)
 	}
+}
+
+// A followed directory export whose tree loops back on itself (up -> ..,
+// a -> .) is refused by the sandbox before tar runs: tar -h has no loop
+// detection and would recurse until the disk or the timeout gave out.
+// The host target keeps its old content and no scratch file is left.
+func TestSyncOutFollowedSymlinkLoopRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, link, target, loop string }{
+		{"parent", "up", "..", "/proj/up/proj"},
+		{"self", "a", ".", "/proj/a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			writeFile(t, filepath.Join(e.root, "proj", "f.txt"), "f", 0o644)
+			writeFile(t, filepath.Join(e.root, "proj", "sub", "g.txt"), "g", 0o644)
+			require.NoError(t, os.Symlink(tc.target, filepath.Join(e.root, "proj", tc.link)))
+			back := filepath.Join(t.TempDir(), "back")
+			writeFile(t, filepath.Join(back, "old.txt"), "old", 0o644)
+			before := snapshotTree(t, back)
+
+			// The limit only keeps the unfixed code (which recurses until it)
+			// from stalling the suite; it is never reached by the check.
+			_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{
+				SourcePath: e.root + "/proj", TargetPath: back, Kind: KindDirectory, FollowSymlinks: true,
+			}}}}, Options{Timeout: 2 * time.Minute})
+			require.Error(t, err)
+			var ae *ArchiveError
+			require.True(t, errors.As(err, &ae), "want *ArchiveError, got %T: %v", err, err)
+			assert.ErrorIs(t, err, ErrUnsafeArchive)
+			assert.Contains(t, err.Error(), "Daytona syncOut refusing to follow a symlink loop under "+e.root+"/proj: ")
+			assert.Contains(t, err.Error(), `"`+e.root+tc.loop+`"`)
+			assert.Equal(t, before, snapshotTree(t, back))
+			assert.Empty(t, hostScratchLeft(t, filepath.Dir(back)))
+			assert.Empty(t, e.scratchLeft(t))
+		})
+	}
+}
+
+// A loop inside an excluded directory is never entered by tar, so it is
+// not refused; followed links that do not loop (to a sibling directory
+// outside the source, to a directory inside it) still export their content.
+func TestSyncOutFollowedSymlinksWithoutLoopExport(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "other", "x.txt"), "x", 0o644)
+	writeFile(t, filepath.Join(e.root, "proj", "sub", "g.txt"), "g", 0o644)
+	require.NoError(t, os.Symlink("../other", filepath.Join(e.root, "proj", "sib")))
+	require.NoError(t, os.Symlink("sub", filepath.Join(e.root, "proj", "again")))
+	require.NoError(t, os.MkdirAll(filepath.Join(e.root, "proj", "node_modules"), 0o755))
+	require.NoError(t, os.Symlink("..", filepath.Join(e.root, "proj", "node_modules", "up")))
+	back := filepath.Join(t.TempDir(), "back")
+
+	_, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{
+		SourcePath: e.root + "/proj", TargetPath: back, Kind: KindDirectory, FollowSymlinks: true, Exclude: []string{"node_modules"},
+	}}}}, Options{Timeout: 2 * time.Minute})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		"sub": "dir 755", "sub/g.txt": "file 644 g",
+		"sib": "dir 755", "sib/x.txt": "file 644 x",
+		"again": "dir 755", "again/g.txt": "file 644 g",
+	}, snapshotTree(t, back))
+}
+
+// The terminal fallback (taken when the sandbox disk is full) runs the
+// same check before its tar: driven directly here, since the first pass
+// would already have refused the loop.
+func TestStreamedExportRefusesFollowedSymlinkLoop(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "proj", "f.txt"), "f", 0o644)
+	require.NoError(t, os.Symlink("..", filepath.Join(e.root, "proj", "up")))
+	host := t.TempDir()
+	back := filepath.Join(host, "back")
+	// As above, the limit only bounds the unfixed code.
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	m := Mapping{SourcePath: e.root + "/proj", TargetPath: back, Kind: KindDirectory, FollowSymlinks: true}
+	_, _, err := e.t.streamDir(ctx, m, m.SourcePath, Options{HostReserve: -1}, nil)
+	var ae *ArchiveError
+	require.True(t, errors.As(err, &ae), "want *ArchiveError, got %T: %v", err, err)
+	assert.EqualError(t, err, `Daytona syncOut refusing to follow a symlink loop under `+e.root+`/proj: "`+e.root+`/proj"`)
+	assert.NoDirExists(t, back)
+	assert.Empty(t, hostScratchLeft(t, host))
 }

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -49,9 +50,10 @@ func buildTar(t testing.TB, ms ...member) []byte {
 }
 
 // extractInto runs the extractor on data inside a fresh sandbox directory
-// (base/stage) and returns the error and base, so callers can prove nothing
-// was written beside the staging dir.
-func extractInto(t testing.TB, data []byte, lim Limits) (string, error) {
+// (base/stage) and returns base, so callers can prove nothing was written
+// beside the staging dir, the extractor and its error. firstPass runs it
+// as an export's first pass (unsafe links omitted).
+func extractInto(t testing.TB, data []byte, lim Limits, firstPass bool) (string, *extractor, error) {
 	t.Helper()
 	base := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(base, "outside.txt"), []byte("keep"), 0o644))
@@ -60,7 +62,8 @@ func extractInto(t testing.TB, data []byte, lim Limits) (string, error) {
 	require.NoError(t, err)
 	defer root.Close()
 	x := newExtractor(root, lim)
-	return base, x.extract(context.Background(), bytes.NewReader(data))
+	x.omitLinks = firstPass
+	return base, x, x.extract(context.Background(), bytes.NewReader(data))
 }
 
 // assertConfined checks base holds only stage/ and the untouched sentinel,
@@ -131,7 +134,7 @@ func TestExtractRefusesHostileArchives(t *testing.T) {
 	for _, tc := range hostileCases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			base, err := extractInto(t, buildTar(t, tc.ms...), tc.lim)
+			base, _, err := extractInto(t, buildTar(t, tc.ms...), tc.lim, false)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, ErrUnsafeArchive)
 			var ae *ArchiveError
@@ -157,7 +160,7 @@ func TestExtractAcceptsInTreeLinksAndStrangeNames(t *testing.T) {
 		member{name: "ro/inside", typ: tar.TypeReg, body: "r", mode: 0o444},
 		member{name: "setuid", typ: tar.TypeReg, body: "s", mode: 0o4755},
 	)
-	base, err := extractInto(t, data, Limits{})
+	base, _, err := extractInto(t, data, Limits{}, false)
 	require.NoError(t, err)
 	assertConfined(t, base)
 	stage := filepath.Join(base, "stage")
@@ -173,75 +176,99 @@ func TestExtractAcceptsInTreeLinksAndStrangeNames(t *testing.T) {
 func TestExtractRefusesTruncatedArchive(t *testing.T) {
 	t.Parallel()
 	data := buildTar(t, member{name: "a", typ: tar.TypeReg, body: strings.Repeat("x", 4000)})
-	base, err := extractInto(t, data[:1500], Limits{})
+	base, _, err := extractInto(t, data[:1500], Limits{}, false)
 	require.Error(t, err)
 	assertConfined(t, base)
 }
 
-// TestSyncOutOmitsPlantedEscapingSymlink serves a hostile tree from a
-// real sandbox: a symlink that points out of the workspace. The export
-// leaves exactly that link out (after one rebuilt archive) and writes
-// nothing beside its target; the link is reported.
-func TestSyncOutOmitsPlantedEscapingSymlink(t *testing.T) {
+// TestFirstPassOmitsOnlyUnsafeLinks: the first pass skips unsafe links and
+// nothing else; a member that would use an omitted link's name or go
+// through it is still refused, and nothing lands beside the staging dir.
+func TestFirstPassOmitsOnlyUnsafeLinks(t *testing.T) {
 	t.Parallel()
-	for _, link := range []string{"../../outside.txt", "/tmp/paperclip-git-workspace-example/skills/demo"} {
-		t.Run(link, func(t *testing.T) {
+	cases := []struct {
+		name    string
+		ms      []member
+		omitted []string
+		refusal string
+	}{
+		{"absolute", []member{{name: "./.venv/bin/python3", typ: tar.TypeSymlink, link: "/usr/bin/python3"}}, []string{".venv/bin/python3"}, ""},
+		{"passwd, dot-dot and inner dot-dot", []member{
+			{name: "p", typ: tar.TypeSymlink, link: "/etc/passwd"},
+			{name: "a/up", typ: tar.TypeSymlink, link: "../../outside.txt"},
+			{name: "d/", typ: tar.TypeDir},
+			{name: "i", typ: tar.TypeSymlink, link: "d/../.."},
+			{name: "safe", typ: tar.TypeSymlink, link: "a"},
+		}, []string{"p", "a/up", "i"}, ""},
+		{"write through an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "../.."}, {name: "l/outside.txt", typ: tar.TypeReg, body: "x"}}, nil, reasonNotDir},
+		{"directory through an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "l/sub/", typ: tar.TypeDir}}, nil, reasonNotDir},
+		{"file named like an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc/passwd"}, {name: "./l", typ: tar.TypeReg, body: "x"}}, nil, reasonDuplicate},
+		{"directory named like an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "l/", typ: tar.TypeDir}}, nil, reasonDuplicate},
+		{"second link of the same name", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "l", typ: tar.TypeSymlink, link: "/"}}, nil, reasonDuplicate},
+		{"hardlink out after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "h", typ: tar.TypeLink, link: "../outside.txt"}}, nil, reasonHardlink},
+		{"fifo after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "pipe", typ: tar.TypeFifo}}, nil, reasonSpecial},
+		{"device after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "null", typ: tar.TypeChar}}, nil, reasonSpecial},
+		{"traversal after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "../outside.txt", typ: tar.TypeReg, body: "x"}}, nil, reasonEscape},
+		{"absolute member after an omitted link", []member{{name: "l", typ: tar.TypeSymlink, link: "/etc"}, {name: "/etc/evil", typ: tar.TypeReg, body: "x"}}, nil, reasonEscape},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t)
-			src := filepath.Join(e.root, "ws")
-			writeFile(t, filepath.Join(src, "ok.txt"), "ok", 0o644)
-			require.NoError(t, os.MkdirAll(filepath.Join(src, "skills"), 0o755))
-			require.NoError(t, os.Symlink(link, filepath.Join(src, "skills", "demo")))
-			host := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(host, "outside.txt"), []byte("keep"), 0o644))
-			dst := filepath.Join(host, "out")
-			res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: dst, Kind: KindDirectory}}}}, Options{})
+			base, x, err := extractInto(t, buildTar(t, tc.ms...), Limits{}, true)
+			assertConfined(t, base)
+			if tc.refusal != "" {
+				var ae *ArchiveError
+				require.ErrorAs(t, err, &ae)
+				assert.Equal(t, tc.refusal, ae.Reason)
+				return
+			}
 			require.NoError(t, err)
-			assert.Equal(t, []string{src + "/skills/demo"}, res[0].OmittedUnsafeLinks)
-			assert.Equal(t, "ok", readFile(t, filepath.Join(dst, "ok.txt")))
-			assert.DirExists(t, filepath.Join(dst, "skills"))
-			_, lerr := os.Lstat(filepath.Join(dst, "skills", "demo"))
-			assert.ErrorIs(t, lerr, os.ErrNotExist)
-			assert.Equal(t, "keep", readFile(t, filepath.Join(host, "outside.txt")))
-			assert.Empty(t, hostScratchLeft(t, host))
-			assert.Empty(t, e.scratchLeft(t))
+			assert.Equal(t, tc.omitted, x.omitNames)
+			require.NotNil(t, x.omitFirst)
+			assert.Equal(t, reasonLinkEscape, x.omitFirst.Reason)
+			for _, n := range tc.omitted {
+				_, lerr := os.Lstat(filepath.Join(base, "stage", n))
+				assert.ErrorIs(t, lerr, os.ErrNotExist, "omitted link %s was not created", n)
+			}
 		})
 	}
 }
 
-// TestSyncOutRefusesArchiveFromHostileTar: the sandbox's own tar is
-// replaced (a planted program first on PATH) and emits a prebuilt hostile
-// archive; the host refuses it and writes nothing outside the target.
-func TestSyncOutRefusesArchiveFromHostileTar(t *testing.T) {
+// TestFirstPassStopsWritingAfterAnOmittedLink: once the first pass knows
+// its staging tree will be discarded it stops writing payloads, but still
+// reads and checks every member (a truncated member is still an error).
+func TestFirstPassStopsWritingAfterAnOmittedLink(t *testing.T) {
 	t.Parallel()
-	for _, tc := range hostileCases {
-		if tc.lim != (Limits{}) {
-			continue
-		}
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			bin := t.TempDir()
-			planted := filepath.Join(bin, "planted.tar")
-			require.NoError(t, os.WriteFile(planted, buildTar(t, tc.ms...), 0o644))
-			// The fake tar writes the planted archive wherever -f points.
-			script := "#!/bin/bash\nout=-\nwhile [ $# -gt 0 ]; do case \"$1\" in -f) out=$2; shift;; esac; shift; done\ncat > /dev/null\nif [ \"$out\" = - ]; then cat " + planted + "; else cat " + planted + " > \"$out\"; fi\n"
-			writeFile(t, filepath.Join(bin, "tar"), script, 0o755)
-			e := newEnvWith(t, map[string]string{"PATH": bin + ":" + os.Getenv("PATH")})
-			src := filepath.Join(e.root, "ws")
-			require.NoError(t, os.MkdirAll(src, 0o755))
-			host := t.TempDir()
-			require.NoError(t, os.WriteFile(filepath.Join(host, "outside.txt"), []byte("keep"), 0o644))
-			dst := filepath.Join(host, "deep", "out")
-			ops := []Operation{{ID: "o", Files: []Mapping{{SourcePath: src, TargetPath: dst, Kind: KindDirectory}}}}
-			_, err := SyncOut(t.Context(), e.t, ops, Options{})
-			require.Error(t, err)
-			assert.ErrorIs(t, err, ErrUnsafeArchive)
-			assert.NoDirExists(t, dst)
-			assert.Equal(t, "keep", readFile(t, filepath.Join(host, "outside.txt")))
-			assert.Empty(t, hostScratchLeft(t, host))
-			ents, _ := os.ReadDir(host)
-			assert.Len(t, ents, 2) // outside.txt and the (empty) deep/ parent
-			assert.Empty(t, e.scratchLeft(t))
-		})
+	data := buildTar(t,
+		member{name: "before", typ: tar.TypeReg, body: "written"},
+		member{name: "l", typ: tar.TypeSymlink, link: "/usr/bin/python3"},
+		member{name: "after", typ: tar.TypeReg, body: strings.Repeat("y", 3000)},
+	)
+	base, _, err := extractInto(t, data, Limits{}, true)
+	require.NoError(t, err)
+	assert.Equal(t, "written", readFile(t, filepath.Join(base, "stage", "before")))
+	fi, err := os.Stat(filepath.Join(base, "stage", "after"))
+	require.NoError(t, err)
+	assert.Zero(t, fi.Size(), "payload after the omitted link is not written")
+
+	_, _, err = extractInto(t, data[:len(data)-1024-1500], Limits{}, true)
+	require.Error(t, err, "a cut member is still refused")
+}
+
+// TestFirstPassOmissionBudget: more unsafe links than a rebuilt archive's
+// excludes can carry is a refusal, as before the retry existed, and the
+// omitted names held in memory stay bounded.
+func TestFirstPassOmissionBudget(t *testing.T) {
+	t.Parallel()
+	var ms []member
+	dir := strings.Repeat("n", 200)
+	for i := range maxOmitBytes/len(excludeArg(dir+"/000000")) + 2 {
+		ms = append(ms, member{name: fmt.Sprintf("%s/%06d", dir, i), typ: tar.TypeSymlink, link: "/abs"})
 	}
+	base, x, err := extractInto(t, buildTar(t, ms...), Limits{}, true)
+	var ae *ArchiveError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, reasonLinkEscape, ae.Reason)
+	assert.LessOrEqual(t, x.omitBytes, maxOmitBytes)
+	assertConfined(t, base)
 }

@@ -1,0 +1,322 @@
+package sync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+
+	"github.com/daytonaworker/daytona-worker/internal/shell"
+)
+
+// OmitNotice is the warning logged when a directory export is rebuilt
+// without its unsafe links.
+const OmitNotice = "Workspace export omitted unsafe links; retrying with confined entries."
+
+// unsafeLinks ends the first pass of a directory export whose archive
+// verified except for symlinks with absolute or escaping targets. It
+// never leaves SyncOut: downloadDir answers it with one retry.
+type unsafeLinks struct {
+	first    *ArchiveError
+	names    []string // cleaned member names, archive order
+	streamed bool     // the first pass came through the terminal fallback
+}
+
+func (e *unsafeLinks) Error() string { return e.first.Error() }
+func (e *unsafeLinks) Unwrap() error { return e.first }
+
+// downloadDir is one outbound directory mapping. A sandbox tree holding
+// symlinks whose targets are absolute or leave the tree (every Python
+// virtualenv links bin/python to /usr/bin/python3) would make the whole
+// export fail, and an agent's work could never come back. So when the
+// first archive is refused for such links and nothing else, the export
+// is rebuilt once by the sandbox with exactly those members left out,
+// after a warning (OmitNotice). The rebuilt archive is verified as
+// strictly as ever: if it still holds an unsafe link (the sandbox's tar
+// ignored the excludes, or the tree changed), it is refused as before.
+// Nothing of the first archive is published. The omitted links are
+// returned as sandbox paths (the mapping's source joined with the member
+// name), for the operation's result.
+func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, omitted []string, err error) {
+	src, _ := confine(t.Root, m.SourcePath)
+	files, bytes, err = t.exportDir(ctx, m, src, o, nil)
+	var ul *unsafeLinks
+	if !errors.As(err, &ul) {
+		return files, bytes, nil, err
+	}
+	o.logger().Warn(OmitNotice, "sourcePath", clip(src), "omittedUnsafeLinks", len(ul.names))
+	if ul.streamed {
+		// The sandbox disk was full the first time: stream again at once.
+		tctx, cancel := withTimeout(ctx, o.transferTimeout())
+		defer cancel()
+		files, bytes, err = t.streamDir(tctx, m, src, o, ul.names)
+	} else {
+		files, bytes, err = t.exportDir(ctx, m, src, o, ul.names)
+	}
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	omitted = make([]string, len(ul.names))
+	for i, n := range ul.names {
+		omitted[i] = path.Join(src, n)
+	}
+	return files, bytes, omitted, nil
+}
+
+// exportDir is one export attempt (docs/behavior.md#sync-out-dirs): confinement check and archive
+// creation in one round trip, then the archive is verified entry by entry
+// while it downloads, extracted into a private host staging directory and
+// published only when the whole archive verified. An archive that runs out
+// of sandbox space switches to the terminal stream (docs/behavior.md#streaming-export). omit == nil is
+// the first pass, which reports unsafe links as *unsafeLinks (publishing
+// nothing) when they are the archive's only fault; otherwise omit lists
+// the members to leave out and every unsafe link is refused.
+func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options, omit []string) (files, bytes int64, err error) {
+	scratch := scratchName(t.Root, ".tar")
+	defer func() { _ = t.removeScratch(ctx, scratch) }()
+	tctx, cancel := withTimeout(ctx, o.transferTimeout())
+	defer cancel()
+
+	b := t.script(o)
+	b.WriteString(canonSource(src) + "[ -d \"$s\" ] || exit 45\n")
+	if m.FollowSymlinks {
+		b.WriteString(loopCheck(m, fmt.Sprintf(`{ printf '%%s\n' "$lp"; exit %d; }`, exitLoop)))
+	}
+	b.WriteString("out=$( (" + tarCreate(m, shell.Quote(scratch), omit) + ") 2>&1 ); rc=$?\n")
+	b.WriteString("if [ \"$rc\" -gt 1 ]; then rm -f -- " + shell.Quote(scratch) + "; printf '%s\\n' \"$out\"; exit 43; fi\n")
+	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
+	if err != nil {
+		return 0, 0, err
+	}
+	if r.exit == 43 && isDiskFull(r.out) {
+		if err := t.removeScratch(ctx, scratch); err != nil {
+			return 0, 0, fmt.Errorf("Daytona syncOut could not remove the partial archive: %w", err)
+		}
+		return t.streamDir(tctx, m, src, o, omit)
+	}
+	if r.exit == exitLoop && m.FollowSymlinks {
+		return 0, 0, loopError(src, r.out)
+	}
+	if r.exit != 0 {
+		return 0, 0, &SandboxCommandError{What: "Daytona outbound directory export command", Exit: r.exit, Detail: r.out}
+	}
+
+	body, _, err := t.Client.Files.Download(tctx, t.Sandbox, scratch)
+	if err != nil {
+		return 0, 0, &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err}
+	}
+	defer body.Close()
+	h, err := newHostDir(m.TargetPath, o)
+	if err != nil {
+		return 0, 0, err
+	}
+	cr := &countingReader{r: body}
+	x := newExtractor(h.stage, o.Limits)
+	x.omitLinks = omit == nil
+	// The reserve (docs/behavior.md#streaming-export) guards every outbound host write, not only the
+	// fallback's: a hostile sandbox must not be able to fill the host disk.
+	x.beforeWrite = o.reserveCheck(h.dir)
+	if err := x.extract(tctx, cr); err != nil {
+		h.discard()
+		return 0, 0, wrapDownload(m, err)
+	}
+	if len(x.omitNames) > 0 {
+		h.discard()
+		return 0, 0, &unsafeLinks{first: x.omitFirst, names: x.omitNames}
+	}
+	if err := h.publish(x.dirModes, m.Mode); err != nil {
+		return 0, 0, err
+	}
+	return x.stats.Files, cr.n, nil
+}
+
+func wrapDownload(m Mapping, err error) error {
+	var ae *ArchiveError
+	if errors.As(err, &ae) {
+		return err
+	}
+	return &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err}
+}
+
+// streamDir is the docs/behavior.md#streaming-export fallback: the same archive, produced into the
+// terminal instead of a sandbox file, verified and extracted as it arrives,
+// published only after the end frame matched and tar succeeded. omit is
+// exportDir's: the unsafe-link rule is the same on this path.
+func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options, omit []string) (files, bytes int64, err error) {
+	limit := t.diskAllocation(ctx)
+	h, err := newHostDir(m.TargetPath, o)
+	if err != nil {
+		return 0, 0, err
+	}
+	published := false
+	defer func() {
+		if !published {
+			h.discard()
+		}
+	}()
+	lim := o.Limits
+	if limit > 0 && (lim.MaxTotal == 0 || lim.MaxTotal > limit) {
+		lim.MaxTotal = limit
+	}
+	x := newExtractor(h.stage, lim)
+	x.omitLinks = omit == nil
+	x.beforeWrite = o.reserveCheck(h.dir)
+	pr, pw := io.Pipe()
+	xerr := make(chan error, 1)
+	go func() {
+		err := x.extract(ctx, pr)
+		if err == nil {
+			// Trailing bytes after the end-of-archive marker are drained.
+			_, err = io.Copy(io.Discard, pr)
+		}
+		pr.CloseWithError(err)
+		xerr <- err
+	}()
+	reserve := o.reserveCheck(h.dir)
+	pre := termCanonPrelude(t.Root) + termCanonSource(src) + "[ -d \"$s\" ] || fail 45\n"
+	if m.FollowSymlinks {
+		// The first pass already refused a loop; this guards a tree that
+		// changed since. The end frame carries only the code.
+		pre += loopCheck(m, fmt.Sprintf("fail %d", exitLoop))
+	}
+	ts := &termStream{
+		t: t, o: o, limit: limit,
+		sink: func(b []byte) error {
+			if reserve != nil {
+				if err := reserve(len(b)); err != nil {
+					return err
+				}
+			}
+			_, err := pw.Write(b)
+			return err
+		},
+		done: func(ok bool) {
+			if ok {
+				pw.Close()
+			} else {
+				pw.CloseWithError(&StreamError{Msg: "stream ended early"})
+			}
+		},
+		script: termSender(pre, tarCreate(m, "-", omit), ""),
+	}
+	n, rc, serr := ts.run(ctx)
+	pw.CloseWithError(&StreamError{Msg: "stream ended early"}) // no-op after a clean close
+	eerr := <-xerr
+	if serr != nil {
+		return 0, 0, serr
+	}
+	if eerr != nil {
+		return 0, 0, wrapDownload(m, eerr)
+	}
+	if rc == exitLoop && m.FollowSymlinks {
+		return 0, 0, loopError(src, "")
+	}
+	if rc > 1 {
+		return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed directory export", Exit: rc}
+	}
+	if len(x.omitNames) > 0 {
+		return 0, 0, &unsafeLinks{first: x.omitFirst, names: x.omitNames, streamed: true}
+	}
+	published = true
+	if err := h.publish(x.dirModes, m.Mode); err != nil {
+		return 0, 0, err
+	}
+	return x.stats.Files, n, nil
+}
+
+// tarCreate is the sandbox-side archive command for a directory export,
+// run with the canonical source in $s. Hardlinks are stored as copies
+// (--hard-dereference), because the host refuses hardlink members. omit
+// are member names (relative, cleaned) the archive must leave out: they
+// follow --anchored --no-wildcards, so each matches exactly the member
+// "./<name>" (tar's own spelling of the names find lists), whatever
+// characters it holds, and the mapping's own glob excludes before them
+// keep their meaning (the two options apply to later excludes only).
+func tarCreate(m Mapping, out string, omit []string) string {
+	var b strings.Builder
+	b.WriteString(`cd -- "$s" && find . -mindepth 1 -maxdepth 1 -print0 | tar -c --no-xattrs --hard-dereference`)
+	if m.FollowSymlinks {
+		b.WriteString(" -h")
+	}
+	b.WriteString(" --exclude=" + shell.Quote(scratchPrefix+"*"))
+	for _, e := range m.Exclude {
+		b.WriteString(" --exclude=" + shell.Quote(e))
+	}
+	if len(omit) > 0 {
+		b.WriteString(" --anchored --no-wildcards")
+		for _, n := range omit {
+			b.WriteString(excludeArg(n))
+		}
+	}
+	b.WriteString(" -f " + out + " --null -T -")
+	return b.String()
+}
+
+// exitLoop is the sandbox exit (and terminal end-frame) code of a
+// followed directory export whose tree holds a symlink loop.
+const exitLoop = 47
+
+// loopMarker is GNU find's diagnostic for a directory reached again
+// through a followed link. The check runs under LC_ALL=C so the text is
+// not translated.
+const loopMarker = "File system loop detected"
+
+// loopCheck is the sandbox-side guard run before tar when links are
+// followed: tar -h has no loop detection of its own, so a link such as
+// up -> .. or a -> . makes it recurse until the disk or the timeout gives
+// out. GNU find -L walks the same tree (honouring the mapping's excludes,
+// so a loop tar would never enter is not refused) and reports every loop
+// on stderr; only the first such line is kept in $lp, and grep -m1 ends
+// the walk there. This relies on GNU findutils and grep, which the
+// Debian-based sandbox image carries; a BusyBox find would not report
+// loops, and the export would then behave as before this check.
+// onLoop is the shell action taken when a loop was found.
+func loopCheck(m Mapping, onLoop string) string {
+	var b strings.Builder
+	b.WriteString(`lp=$(cd -- "$s" && LC_ALL=C find -L . -mindepth 1`)
+	if len(m.Exclude) > 0 {
+		b.WriteString(` \(`)
+		for i, e := range m.Exclude {
+			if i > 0 {
+				b.WriteString(" -o")
+			}
+			// tar matches an unanchored exclude against the member's
+			// trailing components: a bare name is find's -name, a
+			// pattern with a slash is a -path ending in it.
+			if strings.Contains(e, "/") {
+				b.WriteString(" -path " + shell.Quote("./"+e) + " -o -path " + shell.Quote("*/"+e))
+			} else {
+				b.WriteString(" -name " + shell.Quote(e))
+			}
+		}
+		b.WriteString(` \) -prune -o -print`)
+	}
+	b.WriteString(" 2>&1 >/dev/null | grep -m1 -F " + shell.Quote(loopMarker) + ")\n")
+	b.WriteString(`[ -z "$lp" ] || ` + onLoop + "\n")
+	return b.String()
+}
+
+// loopError is the refusal of a followed export whose tree loops; out is
+// the sandbox's report (GNU find's first loop line), from which the looping
+// path is taken, relative to src.
+func loopError(src, out string) error {
+	name := out
+	if i := strings.Index(out, loopMarker+"; "); i >= 0 {
+		rest := out[i+len(loopMarker)+2:]
+		if j := strings.Index(rest, " is part of"); j >= 0 {
+			rest = rest[:j]
+		}
+		// find quotes a plain name as 'name'; a name that needed other
+		// quoting is shown as find printed it.
+		if len(rest) >= 2 && rest[0] == '\'' && rest[len(rest)-1] == '\'' && !strings.Contains(rest[1:len(rest)-1], "'") {
+			rest = path.Join(src, rest[1:len(rest)-1])
+		}
+		name = rest
+	}
+	if name == "" {
+		name = src
+	}
+	return &ArchiveError{Reason: "to follow a symlink loop under " + clip(src), Name: name}
+}
