@@ -6,11 +6,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"runtime"
-	"runtime/metrics"
 	"strconv"
-	"strings"
-	stdsync "sync"
 	"testing"
 	"time"
 
@@ -74,55 +70,6 @@ func tarPipe(b *testing.B, src string) time.Duration {
 	return time.Since(start)
 }
 
-// peakSampler samples live heap bytes every 2 ms and reads the process's
-// peak RSS (VmHWM, reset through /proc/self/clear_refs).
-type peakSampler struct {
-	stop     chan struct{}
-	wg       stdsync.WaitGroup
-	peakHeap uint64
-}
-
-func startPeak() *peakSampler {
-	runtime.GC()
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) // reset VmHWM
-	p := &peakSampler{stop: make(chan struct{})}
-	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		tk := time.NewTicker(2 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			metrics.Read(s)
-			p.peakHeap = max(p.peakHeap, s[0].Value.Uint64())
-			select {
-			case <-p.stop:
-				return
-			case <-tk.C:
-			}
-		}
-	}()
-	return p
-}
-
-func (p *peakSampler) done() (heapMiB, rssMiB float64) {
-	close(p.stop)
-	p.wg.Wait()
-	return float64(p.peakHeap) / (1 << 20), float64(vmHWM()) / (1 << 20)
-}
-
-func vmHWM() int64 {
-	b, _ := os.ReadFile("/proc/self/status")
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmHWM:") {
-			f := strings.Fields(l)
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n << 10
-		}
-	}
-	return 0
-}
-
 func BenchmarkSync(b *testing.B) {
 	s := startSim(b)
 	t := Target{Client: s.c, Sandbox: s.ref, Root: s.root}
@@ -148,9 +95,9 @@ func BenchmarkSync(b *testing.B) {
 				b.StopTimer()
 				prepare()
 				b.StartTimer()
-				p := startPeak()
+				p := testenv.StartPeak()
 				err := run()
-				heap, rss := p.done()
+				heap, rss := p.Done()
 				require.NoError(b, err)
 				b.ReportMetric(heap, "peak-heap-MiB")
 				b.ReportMetric(rss, "peak-RSS-MiB")
