@@ -27,26 +27,6 @@ const (
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-func (d *Driver) validateConfig(_ context.Context, p rpc.ValidateConfigParams) (rpc.ValidateConfigResult, error) {
-	var raw any = p.Config
-	if len(p.Config) == 0 {
-		raw = map[string]any{}
-	}
-	if errs := Validate(raw, d.env); len(errs) > 0 {
-		return rpc.ValidateConfigResult{OK: false, Errors: errs}, nil
-	}
-	n, err := ValidateConfig(raw, d.env)
-	if err != nil {
-		var ve *ValidationError
-		if errors.As(err, &ve) {
-			return rpc.ValidateConfigResult{OK: false, Errors: ve.Errors}, nil
-		}
-		return rpc.ValidateConfigResult{OK: false, Errors: []string{err.Error()}}, nil
-	}
-	cfg, _ := ParseConfig(raw)
-	return rpc.ValidateConfigResult{OK: true, NormalizedConfig: n, Warnings: Warnings(cfg)}, nil
-}
-
 // acquisition is one fresh acquire: one budget across every phase, and a
 // latch so nothing happens once that budget is spent.
 type acquisition struct {

@@ -23,6 +23,14 @@ type LeaseWork interface {
 	Forget(key string)
 }
 
+// Bounds of stopping (docs/behavior.md#stop, docs/behavior.md#recover-then-stop):
+// stopStepCap caps each step of the Stop button and stop lease, and
+// recoverWaitBound the one recover stop-only may try.
+const (
+	stopStepCap      = 30 * time.Second
+	recoverWaitBound = 20 * time.Second
+)
+
 // StopErrorSchema names the typed stop error's data (docs/host.md#newer-contract,
 // proposed; kept here and nowhere else).
 const StopErrorSchema = "paperclip/environment-stop-error/v1"
