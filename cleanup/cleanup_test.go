@@ -11,6 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/stretchr/testify/require"
 )
 
@@ -142,21 +143,11 @@ func TestDestroyFailedCreationBoundsAHungLookup(t *testing.T) {
 	srv.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Hang: true})
 	env := envelope("44444444-4444-4444-8444-444444444444")
 	err := DestroyFailedCreation(context.Background(), c.Sandboxes, fp, &env, Options{LookupBound: 50 * time.Millisecond})
-	var lt *LivenessTimeoutError
+	var lt *bound.TimeoutError
 	require.ErrorAs(t, err, &lt)
 	require.Equal(t, "sandbox.failedCreateLookup", lt.Op)
 	require.Contains(t, err.Error(), `did not respond within 50 ms`)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-}
-
-func TestWithLivenessLeavesCallerDeadlinesAlone(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	err := WithLiveness(ctx, "op", time.Hour, func(ctx context.Context) error { return ctx.Err() })
-	require.ErrorIs(t, err, context.Canceled)
-	var lt *LivenessTimeoutError
-	require.False(t, errors.As(err, &lt), "the caller's own cancellation is not a liveness timeout")
-	require.NoError(t, WithLiveness(context.Background(), "op", 0, func(context.Context) error { return nil }))
 }
 
 func TestSweepNeedsAScopeAndVerifiesLabels(t *testing.T) {

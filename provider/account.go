@@ -6,8 +6,8 @@ import (
 	"errors"
 	"time"
 
-	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -61,14 +61,14 @@ func (c *conn) scope(p rpc.EnvironmentBase, leaseID string) scopeKey {
 // liveness bounds a provider call by livenessTimeoutMs, capped at max when
 // max > 0 (docs/behavior.md#liveness-bound; non-positive liveness disables).
 func (c *conn) liveness(ctx context.Context, op string, max time.Duration, fn func(context.Context) error) error {
-	bound, ok := c.cfg.LivenessBound()
+	limit, ok := c.cfg.LivenessBound()
 	if !ok {
 		return fn(ctx)
 	}
-	if max > 0 && bound > max {
-		bound = max
+	if max > 0 && limit > max {
+		limit = max
 	}
-	return cleanup.WithLiveness(ctx, op, bound, fn)
+	return bound.Call(ctx, op, limit, fn)
 }
 
 // getOrNil reads a sandbox; NotFound is (nil, nil).

@@ -13,6 +13,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
@@ -216,7 +217,7 @@ func (a *acquisition) failedAfterCreate(ctx context.Context, sb *daytona.Sandbox
 // name; prove ownership and hand the existing allocation to the host.
 func (a *acquisition) nameTaken(ctx context.Context, cause error) error {
 	var sb *daytona.Sandbox
-	err := cleanup.WithLiveness(ctx, "sandbox.failedCreateLookup", cleanup.LookupBound, func(ctx context.Context) error {
+	err := bound.Call(ctx, "sandbox.failedCreateLookup", cleanup.LookupBound, func(ctx context.Context) error {
 		var err error
 		sb, _, err = a.c.client.Sandboxes.Get(ctx, a.envelope.ProviderLeaseID)
 		return err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/stretchr/testify/require"
 )
 
@@ -304,7 +305,7 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 	}
 	require.Equal(t, 1, h.Hits(), "the fault applied")
 	if kind == "hang" && workerEnds {
-		var lt *cleanup.LivenessTimeoutError
+		var lt *bound.TimeoutError
 		require.ErrorAs(t, err, &lt, "the worker's liveness bound ended the hang")
 	}
 

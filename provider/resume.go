@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -229,7 +229,7 @@ func (d *Driver) raiseWarmAutoStop(ctx context.Context, c *conn, sb *daytona.San
 	if current >= 0 && !ShouldRaiseAutoStop(current, want) {
 		return
 	}
-	err := cleanup.WithLiveness(ctx, "sandbox.setAutostopInterval", warmRaiseBound, func(ctx context.Context) error {
+	err := bound.Call(ctx, "sandbox.setAutostopInterval", warmRaiseBound, func(ctx context.Context) error {
 		_, _, err := c.client.Sandboxes.SetAutoStopInterval(ctx, sb.ID, int(want))
 		return err
 	})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
@@ -118,13 +119,17 @@ func (t *teardown) receipt(state string) *rpc.Receipt {
 	return &rpc.Receipt{ProviderLeaseID: t.id, State: state}
 }
 
+// drainStepBound caps each bridge-cleanup step of a teardown; a shorter
+// livenessTimeoutMs caps it further.
+const drainStepBound = 10 * time.Second
+
 // drain runs the bridge cleanup before termination (docs/behavior.md#release
 // step 4): wait for activity, delete the session. Each step is bounded and
 // its failure only logged: a hung drain never blocks termination.
 func (t *teardown) drain(ctx context.Context) {
-	bound := 10 * time.Second
-	if b, ok := t.c.cfg.LivenessBound(); ok && b < bound {
-		bound = max(time.Millisecond, b)
+	limit := drainStepBound
+	if b, ok := t.c.cfg.LivenessBound(); ok && b < limit {
+		limit = max(time.Millisecond, b)
 	}
 	steps := []struct {
 		op string
@@ -134,7 +139,7 @@ func (t *teardown) drain(ctx context.Context) {
 		{"sandbox.sessionTeardown", func(ctx context.Context) error { return t.d.work.Close(ctx, string(t.k)) }},
 	}
 	for _, s := range steps {
-		if err := cleanup.WithLiveness(ctx, s.op, bound, s.fn); err != nil {
+		if err := bound.Call(ctx, s.op, limit, s.fn); err != nil {
 			t.d.log.Warn("Sandbox bridge cleanup failed; continuing provider termination.", "op", s.op, "err", err)
 		}
 	}
@@ -161,9 +166,9 @@ func (t *teardown) fresh(ctx context.Context, max time.Duration) (*daytona.Sandb
 // the sandbox settles. A sandbox Daytona stopped is the receipt; a started
 // one is stopped again. Falling back to delete for a busy stop would destroy
 // a sandbox the caller asked to keep.
-func (t *teardown) stopAndWait(ctx context.Context, bound time.Duration) error {
+func (t *teardown) stopAndWait(ctx context.Context, limit time.Duration) error {
 	api := t.c.client.Sandboxes
-	return cleanup.WithLiveness(ctx, "sandbox.stop", bound, func(ctx context.Context) error {
+	return bound.Call(ctx, "sandbox.stop", limit, func(ctx context.Context) error {
 		for attempt := 0; ; attempt++ {
 			_, _, err := api.Stop(ctx, t.id, false)
 			if err == nil {
@@ -203,7 +208,7 @@ func retained(s daytona.SandboxState) bool {
 // had to wait.
 func (t *teardown) deleteAndWait(ctx context.Context) error {
 	api := t.c.client.Sandboxes
-	return cleanup.WithLiveness(ctx, "sandbox.delete", t.c.cfg.AcquireBudget()+startMargin, func(ctx context.Context) error {
+	return bound.Call(ctx, "sandbox.delete", t.c.cfg.AcquireBudget()+startMargin, func(ctx context.Context) error {
 		err := cleanup.DeleteAndWait(ctx, api, t.id)
 		for attempt := 0; errors.Is(err, daytona.ErrConflict) && attempt < maxDeleteRetries; attempt++ {
 			_, werr := api.WaitForState(ctx, t.id, daytona.StateStarted, daytona.StateStopped,
