@@ -77,21 +77,21 @@ func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, e
 	if err != nil {
 		return rpc.Lease{}, err
 	}
-	attemptID := NewAttemptID()
+	attemptID := cleanup.NewAttemptID()
 	if p.CreationOperationID != nil && *p.CreationOperationID != "" {
 		if !uuidPattern.MatchString(*p.CreationOperationID) {
 			return rpc.Lease{}, rpc.InvalidParams("invalid params: \"creationOperationId\" must be a lowercase UUID")
 		}
 		attemptID = *p.CreationOperationID
 	}
-	labels, err := OwnershipLabels(p.CompanyID, p.EnvironmentID, p.RunID, attemptID, c.cfg.ReuseLease)
+	labels, err := cleanup.OwnershipLabels(p.CompanyID, p.EnvironmentID, p.RunID, attemptID, c.cfg.ReuseLease)
 	if err != nil {
 		return rpc.Lease{}, rpc.InvalidParams("invalid params: %v", err)
 	}
 	a := &acquisition{d: d, c: c, p: p, start: d.now(), budget: c.cfg.AcquireBudget(), phase: phaseCreate}
 	a.envelope = cleanup.Envelope{
-		ProviderLeaseID: CreationName(attemptID), CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
-		RunID: p.RunID, AttemptID: attemptID, AccountFingerprint: c.fingerprint, Labels: CopyLabels(labels),
+		ProviderLeaseID: cleanup.CreationName(attemptID), CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
+		RunID: p.RunID, AttemptID: attemptID, AccountFingerprint: c.fingerprint, Labels: cleanup.CopyLabels(labels),
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.budget)
 	defer cancel()
@@ -132,7 +132,7 @@ func (a *acquisition) create(ctx context.Context, src CreateSource, labels map[s
 	cfg := a.c.cfg
 	req := &daytona.CreateSandboxRequest{
 		Name:                a.envelope.ProviderLeaseID,
-		Labels:              CopyLabels(labels), // the client or server may add labels; ownership checks use ours
+		Labels:              cleanup.CopyLabels(labels), // the client or server may add labels; ownership checks use ours
 		AutoStopInterval:    ptr(int(EffectiveAutoStopMinutes(cfg, cfg.ReuseLease, 0))),
 		AutoArchiveInterval: ptr(int(cfg.AutoArchiveInterval)),
 		AutoDeleteInterval:  ptr(int(cfg.AutoDeleteInterval)),

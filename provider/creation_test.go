@@ -118,9 +118,9 @@ func TestFailedCreateNeverDeletesAMismatchedSandbox(t *testing.T) {
 		c, err := e.d.connect(mustJSON(t, e.cfg))
 		require.NoError(t, err)
 		attempt := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
-		labels, err := OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
+		labels, err := cleanup.OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
 		require.NoError(t, err)
-		env := cleanup.Envelope{ProviderLeaseID: CreationName(attempt), ObservedProviderLeaseID: id, CompanyID: "company-1",
+		env := cleanup.Envelope{ProviderLeaseID: cleanup.CreationName(attempt), ObservedProviderLeaseID: id, CompanyID: "company-1",
 			EnvironmentID: "env-1", RunID: "run-1", AttemptID: attempt, AccountFingerprint: c.fingerprint, Labels: labels}
 		require.NoError(t, env.Validate())
 		_, err = e.call("environmentDestroyLease", with(e.base(nil), "providerLeaseId", env.ProviderLeaseID,
@@ -227,9 +227,9 @@ func TestFencedFailedCreateRetryIsNotIdleEvidence(t *testing.T) {
 	c, err := e.d.connect(mustJSON(t, e.cfg))
 	require.NoError(t, err)
 	attempt := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
-	labels, err := OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
+	labels, err := cleanup.OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
 	require.NoError(t, err)
-	env := cleanup.Envelope{ProviderLeaseID: CreationName(attempt), ObservedProviderLeaseID: *l.ProviderLeaseID,
+	env := cleanup.Envelope{ProviderLeaseID: cleanup.CreationName(attempt), ObservedProviderLeaseID: *l.ProviderLeaseID,
 		CompanyID: "company-1", EnvironmentID: "env-1", RunID: "run-1", AttemptID: attempt,
 		AccountFingerprint: c.fingerprint, Labels: labels}
 	e.use(e.newDriver())

@@ -29,14 +29,14 @@ func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeRes
 		return probeFailure(c.cfg, err), nil
 	}
 	ttl, _ := c.cfg.CreationTTLMinutes()
-	attemptID := NewAttemptID()
-	labels, err := OwnershipLabels(p.CompanyID, p.EnvironmentID, "", attemptID, c.cfg.ReuseLease)
+	attemptID := cleanup.NewAttemptID()
+	labels, err := cleanup.OwnershipLabels(p.CompanyID, p.EnvironmentID, "", attemptID, c.cfg.ReuseLease)
 	if err != nil {
 		return probeFailure(c.cfg, err), nil
 	}
 	a := &acquisition{d: d, c: c, p: rpc.AcquireParams{EnvironmentBase: p}, start: d.now(), budget: budget, phase: phaseCreate}
-	a.envelope = cleanup.Envelope{ProviderLeaseID: CreationName(attemptID), CompanyID: p.CompanyID,
-		EnvironmentID: p.EnvironmentID, AttemptID: attemptID, AccountFingerprint: c.fingerprint, Labels: CopyLabels(labels)}
+	a.envelope = cleanup.Envelope{ProviderLeaseID: cleanup.CreationName(attemptID), CompanyID: p.CompanyID,
+		EnvironmentID: p.EnvironmentID, AttemptID: attemptID, AccountFingerprint: c.fingerprint, Labels: cleanup.CopyLabels(labels)}
 	sb, err := a.create(ctx, src, labels, ttl)
 	if err != nil {
 		return probeFailure(c.cfg, err), nil

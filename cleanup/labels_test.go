@@ -1,7 +1,6 @@
-package provider
+package cleanup
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
@@ -24,7 +23,7 @@ func TestLabelKeysExact(t *testing.T) {
 	assert.Equal(t, "paperclip-purpose", LabelPurpose)
 	assert.Equal(t, "paperclip-create-attempt", LabelCreateAttempt)
 	assert.Equal(t, "paperclip-task-workspace-id", LabelTaskWorkspaceID)
-	assert.Equal(t, "daytona", ProviderLabelValue)
+	assert.Equal(t, "daytona", ProviderValue)
 	for _, k := range []string{LabelProvider, LabelCompanyID, LabelEnvironmentID, LabelReuseLease, LabelRunID,
 		LabelSetupSessionID, LabelPurpose, LabelCreateAttempt, LabelTaskWorkspaceID} {
 		assert.True(t, IsLabelKey(k), k)
@@ -164,14 +163,6 @@ func TestIsEnvelopeID(t *testing.T) {
 // uses distinct creation identities for concurrent attempts on the same run (test 32).
 func TestCreationNames(t *testing.T) {
 	assert.Equal(t, "paperclip-create-"+attempt, CreationName(attempt))
-	id, ok := AttemptIDFromCreationName("paperclip-create-" + attempt)
-	assert.True(t, ok)
-	assert.Equal(t, attempt, id)
-	for _, name := range []string{"paperclip-create-", "paperclip-env-1", "sandbox-1", "paperclip-create-a b", "xpaperclip-create-1",
-		"paperclip-create-" + strings.Repeat("a", MaxAttemptIDLength+1)} {
-		_, ok := AttemptIDFromCreationName(name)
-		assert.False(t, ok, name)
-	}
 
 	seen := map[string]bool{}
 	for range 100 {
@@ -202,55 +193,4 @@ func TestCopyLabels(t *testing.T) {
 	empty := CopyLabels(nil)
 	require.NotNil(t, empty)
 	empty["k"] = "v" // writable
-}
-
-// never deletes a sandbox with a mismatched label (test 25, each label) —
-// the verification half; cleanup/ owns the deletion.
-func TestVerifyOwnershipLabels(t *testing.T) {
-	expected, err := OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
-	require.NoError(t, err)
-
-	actual := CopyLabels(expected)
-	actual["code-toolbox-language"] = "python" // extra labels are fine
-	require.NoError(t, VerifyOwnershipLabels(expected, actual))
-
-	for _, k := range []string{LabelCompanyID, LabelEnvironmentID, LabelRunID, LabelCreateAttempt, LabelProvider, LabelReuseLease} {
-		t.Run("mismatched "+k, func(t *testing.T) {
-			wrong := CopyLabels(actual)
-			wrong[k] = expected[k] + "-other"
-			err := VerifyOwnershipLabels(expected, wrong)
-			var oerr *OwnershipError
-			require.ErrorAs(t, err, &oerr)
-			assert.Equal(t, k, oerr.Label)
-			assert.NotContains(t, err.Error(), "-other", "values stay out of errors")
-
-			missing := CopyLabels(actual)
-			delete(missing, k)
-			require.ErrorAs(t, VerifyOwnershipLabels(expected, missing), &oerr)
-			assert.Equal(t, k, oerr.Label)
-		})
-	}
-	// Case and whitespace differences are mismatches: comparison is exact.
-	wrong := CopyLabels(actual)
-	wrong[LabelCompanyID] = "Company-1"
-	assert.Error(t, VerifyOwnershipLabels(expected, wrong))
-	wrong[LabelCompanyID] = "company-1 "
-	assert.Error(t, VerifyOwnershipLabels(expected, wrong))
-
-	// An expectation that proves nothing never verifies.
-	var oerr *OwnershipError
-	require.ErrorAs(t, VerifyOwnershipLabels(nil, actual), &oerr)
-	require.ErrorAs(t, VerifyOwnershipLabels(map[string]string{}, map[string]string{}), &oerr)
-	require.ErrorAs(t, VerifyOwnershipLabels(map[string]string{LabelCompanyID: "company-1"}, actual), &oerr)
-	assert.Equal(t, LabelProvider, oerr.Label)
-	var lerr *LabelError
-	require.ErrorAs(t, VerifyOwnershipLabels(map[string]string{LabelProvider: "daytona", "bad key": "x"}, actual), &lerr)
-	assert.NoError(t, VerifyOwnershipLabels(map[string]string{LabelProvider: "daytona"}, actual))
-	assert.Error(t, VerifyOwnershipLabels(expected, nil))
-
-	// Neither map is modified.
-	before := CopyLabels(expected)
-	_ = VerifyOwnershipLabels(expected, actual)
-	assert.Equal(t, before, expected)
-	assert.False(t, errors.Is(VerifyOwnershipLabels(expected, actual), ErrInvalidConfig))
 }
