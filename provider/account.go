@@ -11,17 +11,18 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// conn is one call's view of an account: parsed config, a client and the
-// account fingerprint. The API key lives only inside the client.
-type conn struct {
+// account is one call's resolved Daytona account: the parsed config, a
+// client for it and the account fingerprint that scopes caches and
+// evidence. The API key lives only inside the client.
+type account struct {
 	cfg         Config
 	client      *daytona.Client
 	fingerprint string
 }
 
-// connect parses the config and builds a client. Config errors are invalid
+// resolveAccount parses the config and builds a client. Config errors are invalid
 // params; a missing key is the reference's message.
-func (d *Driver) connect(raw json.RawMessage) (*conn, error) {
+func (d *Driver) resolveAccount(raw json.RawMessage) (*account, error) {
 	cfg, err := ParseConfig(raw)
 	if err != nil {
 		return nil, rpc.InvalidParams("invalid config: %v", err)
@@ -47,10 +48,12 @@ func (d *Driver) connect(raw json.RawMessage) (*conn, error) {
 	if err != nil {
 		return nil, rpc.InvalidParams("invalid Daytona connection settings: %v", err)
 	}
-	return &conn{cfg: cfg, client: client, fingerprint: AccountFingerprint(key, cfg.APIURL)}, nil
+	return &account{cfg: cfg, client: client, fingerprint: AccountFingerprint(key, cfg.APIURL)}, nil
 }
 
-func (c *conn) scope(p rpc.EnvironmentBase, leaseID string) scopeKey {
+// scope is the key of a lease of this account: caches, gates and evidence
+// are never shared across accounts, companies or environments.
+func (c *account) scope(p rpc.EnvironmentBase, leaseID string) scopeKey {
 	driverKey := p.DriverKey
 	if driverKey == "" {
 		driverKey = DriverKey
@@ -58,9 +61,9 @@ func (c *conn) scope(p rpc.EnvironmentBase, leaseID string) scopeKey {
 	return makeScopeKey(driverKey, p.CompanyID, p.EnvironmentID, leaseID, c.fingerprint)
 }
 
-// liveness bounds a provider call by livenessTimeoutMs, capped at max when
+// boundCall bounds a provider call by livenessTimeoutMs, capped at max when
 // max > 0 (docs/behavior.md#liveness-bound; non-positive liveness disables).
-func (c *conn) liveness(ctx context.Context, op string, max time.Duration, fn func(context.Context) error) error {
+func (c *account) boundCall(ctx context.Context, op string, max time.Duration, fn func(context.Context) error) error {
 	limit, ok := c.cfg.LivenessBound()
 	if !ok {
 		return fn(ctx)
@@ -71,8 +74,8 @@ func (c *conn) liveness(ctx context.Context, op string, max time.Duration, fn fu
 	return bound.Call(ctx, op, limit, fn)
 }
 
-// getOrNil reads a sandbox; NotFound is (nil, nil).
-func (c *conn) getOrNil(ctx context.Context, id string) (*daytona.Sandbox, error) {
+// sandboxOrNil reads a sandbox; NotFound is (nil, nil).
+func (c *account) sandboxOrNil(ctx context.Context, id string) (*daytona.Sandbox, error) {
 	sb, _, err := c.client.Sandboxes.Get(ctx, id)
 	if errors.Is(err, daytona.ErrNotFound) {
 		return nil, nil

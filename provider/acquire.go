@@ -32,7 +32,7 @@ var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a
 // latch so nothing happens once that budget is spent.
 type acquisition struct {
 	d        *Driver
-	c        *conn
+	c        *account
 	p        rpc.AcquireParams
 	start    time.Time
 	budget   time.Duration
@@ -65,7 +65,7 @@ func (a *acquisition) timeoutFailure(cause error) error {
 }
 
 func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, error) {
-	c, err := d.connect(p.Config)
+	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return rpc.Lease{}, err
 	}
@@ -133,15 +133,15 @@ func (a *acquisition) create(ctx context.Context, src CreateSource, labels map[s
 	req := &daytona.CreateSandboxRequest{
 		Name:                a.envelope.ProviderLeaseID,
 		Labels:              cleanup.CopyLabels(labels), // the client or server may add labels; ownership checks use ours
-		AutoStopInterval:    ptr(int(EffectiveAutoStopMinutes(cfg, cfg.ReuseLease, 0))),
-		AutoArchiveInterval: ptr(int(cfg.AutoArchiveInterval)),
-		AutoDeleteInterval:  ptr(int(cfg.AutoDeleteInterval)),
+		AutoStopInterval:    new(int(EffectiveAutoStopMinutes(cfg, cfg.ReuseLease, 0))),
+		AutoArchiveInterval: new(int(cfg.AutoArchiveInterval)),
+		AutoDeleteInterval:  new(int(cfg.AutoDeleteInterval)),
 	}
 	if cfg.Language != "" {
 		req.Labels["code-toolbox-language"] = cfg.Language // what the SDKs send for a language hint
 	}
 	if ttl > 0 {
-		req.TTLMinutes = ptr(int(ttl))
+		req.TTLMinutes = new(int(ttl))
 	}
 	switch {
 	case src.Image != "":
@@ -321,9 +321,9 @@ func (a *acquisition) setup(ctx context.Context, sb *daytona.Sandbox) (rpc.Lease
 	md := leaseMetadata(c.cfg, sb, ws, false, "", sentinel)
 	k := c.scope(p.EnvironmentBase, sb.ID)
 	a.d.scopes.open(k)
-	a.d.reopen(k)
+	a.d.runner.ReopenLease(string(k))
 	a.d.handles.seed(k, sb)
-	return rpc.Lease{ProviderLeaseID: ptr(sb.ID), Metadata: md, ExpiresAt: expiresAt}, nil
+	return rpc.Lease{ProviderLeaseID: new(sb.ID), Metadata: md, ExpiresAt: expiresAt}, nil
 }
 
 // configureExpiry honours ttlMinutes and requestedExpiresAt
@@ -406,13 +406,6 @@ func wholeUnits(v *float64) int {
 	return int(math.Ceil(*v)) // Daytona takes whole units; never under-provision
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return strings.TrimSpace(*s)
-}
-
 func parseTime(s string) (time.Time, bool) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -426,5 +419,5 @@ func formatTime(t *time.Time) *string {
 	if t == nil {
 		return nil
 	}
-	return ptr(t.UTC().Format(time.RFC3339Nano))
+	return new(t.UTC().Format(time.RFC3339Nano))
 }

@@ -115,7 +115,7 @@ func TestFailedCreateNeverDeletesAMismatchedSandbox(t *testing.T) {
 		e := newTestEnv(t, nil)
 		l := e.acquire(nil)
 		id := *l.ProviderLeaseID
-		c, err := e.d.connect(mustJSON(t, e.cfg))
+		c, err := e.d.resolveAccount(mustJSON(t, e.cfg))
 		require.NoError(t, err)
 		attempt := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
 		labels, err := cleanup.OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
@@ -224,7 +224,7 @@ func TestShellFallsBackToSh(t *testing.T) {
 func TestFencedFailedCreateRetryIsNotIdleEvidence(t *testing.T) {
 	e := newTestEnv(t, nil)
 	l := e.acquire(nil)
-	c, err := e.d.connect(mustJSON(t, e.cfg))
+	c, err := e.d.resolveAccount(mustJSON(t, e.cfg))
 	require.NoError(t, err)
 	attempt := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
 	labels, err := cleanup.OwnershipLabels("company-1", "env-1", "run-1", attempt, false)

@@ -22,6 +22,9 @@ import (
 // frame); the live stream and the result end with a truncation marker.
 const OutputCap = 16 << 20
 
+// defaultStartRetryWait is Options.StartRetryWait's default.
+const defaultStartRetryWait = 30 * time.Second
+
 // DriverKey is the environment driver key, the same as the first-party
 // plugin's so environments and sandboxes carry over.
 const DriverKey = "daytona"
@@ -44,8 +47,9 @@ type Options struct {
 	PollBackOff func() backoff.BackOff
 	// RetryPolicy overrides the client's retry policy (tests).
 	RetryPolicy *daytona.RetryPolicy
-	// Work is the command runner's teardown side; nil means no sessions.
-	Work LeaseWork
+	// runner replaces the command runner (tests record its lease calls);
+	// nil means a *cmdexec.Runner.
+	runner commandRunner
 	// StartRetryWait bounds one wait for a transitioning sandbox to settle
 	// before a refused start is retried (docs/behavior.md#refused-resume).
 	StartRetryWait time.Duration
@@ -66,8 +70,7 @@ type Driver struct {
 	scopes  scopes
 	handles handles
 	idle    idle
-	work    LeaseWork
-	exec    *cmdexec.Runner
+	runner  commandRunner
 }
 
 // New returns a Driver.
@@ -83,13 +86,12 @@ func New(o Options) *Driver {
 	if d.now == nil {
 		d.now = time.Now
 	}
-	d.exec = cmdexec.NewRunner(cmdexec.Options{Logger: d.log, OutputCap: OutputCap})
-	d.work = o.Work
-	if d.work == nil {
-		d.work = execWork{d.exec}
+	d.runner = o.runner
+	if d.runner == nil {
+		d.runner = cmdexec.NewRunner(cmdexec.Options{Logger: d.log, OutputCap: OutputCap})
 	}
 	if d.retryW <= 0 {
-		d.retryW = 30 * time.Second
+		d.retryW = defaultStartRetryWait
 	}
 	base := http.DefaultTransport
 	if d.http != nil && d.http.Transport != nil {
@@ -176,5 +178,3 @@ type countedConn struct {
 }
 
 func (c countedConn) Close() error { defer c.done(); return c.ReadWriteCloser.Close() }
-
-func ptr[T any](v T) *T { return &v }

@@ -13,6 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 	"github.com/stretchr/testify/require"
 )
 
@@ -140,7 +141,7 @@ func awaitScope(t *testing.T, d *Driver, k scopeKey, cond func(*scopeState) bool
 // scopeOf is the scope key the driver uses for a lease of the default test
 // company and environment.
 func (e *testEnv) scopeOf(id string) scopeKey {
-	c, err := e.d.connect(mustJSON(e.t, e.cfg))
+	c, err := e.d.resolveAccount(mustJSON(e.t, e.cfg))
 	require.NoError(e.t, err)
 	return makeScopeKey(DriverKey, "company-1", "env-1", id, c.fingerprint)
 }
@@ -182,10 +183,12 @@ func (e *testEnv) dto(id string, change func(*daytona.Sandbox)) string {
 	return string(b)
 }
 
-// recordingWork is a recording LeaseWork: which teardown calls the driver
-// made for which scope. It is the one test double here (the exec runner is
-// another package's); it records and never decides anything.
+// recordingWork is a command runner that records which teardown calls the
+// driver made for which scope. It is the one test double here (the exec
+// runner is another package's): commands and reopening run on a real
+// runner, while cancel, close and forget are only recorded, never decided.
 type recordingWork struct {
+	*cmdexec.Runner
 	mu    sync.Mutex
 	calls []string // "cancel", "close", "forget"
 	keys  []string
@@ -197,12 +200,16 @@ func (w *recordingWork) rec(call, key string) {
 	w.keys = append(w.keys, key)
 	w.mu.Unlock()
 }
-func (w *recordingWork) Cancel(key string) { w.rec("cancel", key) }
-func (w *recordingWork) Close(_ context.Context, key string) error {
+func newRecordingWork() *recordingWork {
+	return &recordingWork{Runner: cmdexec.NewRunner(cmdexec.Options{OutputCap: OutputCap})}
+}
+
+func (w *recordingWork) CancelLease(key string) { w.rec("cancel", key) }
+func (w *recordingWork) CloseLease(_ context.Context, key string) error {
 	w.rec("close", key)
 	return nil
 }
-func (w *recordingWork) Forget(key string) { w.rec("forget", key) }
+func (w *recordingWork) ForgetSessions(key string) { w.rec("forget", key) }
 
 func (w *recordingWork) count(call string) int {
 	w.mu.Lock()

@@ -10,18 +10,24 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// probeWindow is the part of the host's 120 s probe timeout the worker uses.
-const probeWindow = 115 * time.Second
+// probeWindow is the part of the host's 120 s probe timeout the worker uses;
+// the checks get all of it but probeDeleteReserve, and the deletion what is
+// left (at least probeDeleteMin).
+const (
+	probeWindow        = 115 * time.Second
+	probeDeleteReserve = 15 * time.Second
+	probeDeleteMin     = 5 * time.Second
+)
 
 // probe creates a throwaway sandbox, checks it and always deletes it. It
 // never throws: failures are ok:false with a secret-free summary.
 func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeResult, error) {
-	c, err := d.connect(p.Config)
+	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return probeFailure(ParseConfigOrDefault(p.Config), err), nil
 	}
 	started := d.now()
-	budget := min(c.cfg.AcquireBudget(), probeWindow-15*time.Second) // the host waits 120 s
+	budget := min(c.cfg.AcquireBudget(), probeWindow-probeDeleteReserve)
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	src, err := RuntimeCreateSource(c.cfg)
@@ -46,7 +52,7 @@ func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeRes
 		// The host waits 120 s for a probe: the deletion gets what is left
 		// of that (at least 5 s); an unfinished wait leaves a delete that
 		// Daytona is already carrying out, and is logged.
-		left := max(5*time.Second, probeWindow-d.now().Sub(started))
+		left := max(probeDeleteMin, probeWindow-d.now().Sub(started))
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), left)
 		defer cancel()
 		if err := cleanup.DeleteAndWait(dctx, c.client.Sandboxes, sb.ID); err != nil {

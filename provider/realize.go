@@ -24,7 +24,7 @@ func (d *Driver) realize(ctx context.Context, p rpc.RealizeParams) (rpc.RealizeR
 	if leaseID == "" {
 		return res, nil
 	}
-	c, err := d.connect(p.Config)
+	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return rpc.RealizeResult{}, err
 	}
@@ -40,7 +40,7 @@ func (d *Driver) realize(ctx context.Context, p rpc.RealizeParams) (rpc.RealizeR
 			// As execute does: a restart destroyed the session, and the
 			// cache must not keep the stopped record (the next command
 			// would start an already started sandbox again).
-			d.work.Forget(string(k))
+			d.runner.ForgetSessions(string(k))
 			if sb, err = d.ensureStarted(ctx, c, sb); err != nil {
 				d.handles.evict(k)
 				return err

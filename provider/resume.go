@@ -50,7 +50,7 @@ func (d *Driver) resume(ctx context.Context, p rpc.ResumeParams) (rpc.Lease, err
 	if reuse, ok := p.LeaseMetadata["reuseLease"].(bool); ok && !reuse && ephemeralProofMissing(p.LeaseMetadata, p.ProviderLeaseID) {
 		return notResumable(map[string]any{"result": "mismatch"}), nil
 	}
-	c, err := d.connect(p.Config)
+	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return rpc.Lease{}, err
 	}
@@ -78,8 +78,8 @@ func (d *Driver) resume(ctx context.Context, p rpc.ResumeParams) (rpc.Lease, err
 	return lease, nil
 }
 
-func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.ResumeParams) (rpc.Lease, error) {
-	sb, err := c.getOrNil(ctx, p.ProviderLeaseID)
+func (d *Driver) resumeActive(ctx context.Context, c *account, k scopeKey, p rpc.ResumeParams) (rpc.Lease, error) {
+	sb, err := c.sandboxOrNil(ctx, p.ProviderLeaseID)
 	if err != nil {
 		return rpc.Lease{}, err
 	}
@@ -105,7 +105,7 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 	}
 	resumedFrom := string(sb.State)
 	if sb.State != daytona.StateStarted {
-		d.work.Forget(string(k)) // a restart destroys the session
+		d.runner.ForgetSessions(string(k)) // a restart destroys the session
 	}
 	started, err := d.ensureStarted(ctx, c, sb)
 	if err != nil && ctx.Err() == nil && sb.State != daytona.StateError {
@@ -152,21 +152,21 @@ func (d *Driver) resumeActive(ctx context.Context, c *conn, k scopeKey, p rpc.Re
 	d.raiseWarmAutoStop(ctx, c, sb)
 	d.handles.seed(k, sb)
 	d.scopes.open(k)
-	d.reopen(k)
+	d.runner.ReopenLease(string(k))
 	d.idle.allocate(k)
 	md := leaseMetadata(c.cfg, sb, setupResult{remoteCwd: remoteCwd, shell: shell}, true, resumedFrom, verdict)
 	md["sandboxState"] = string(daytona.StateStarted)
-	return rpc.Lease{ProviderLeaseID: ptr(sb.ID), Metadata: md}, nil
+	return rpc.Lease{ProviderLeaseID: new(sb.ID), Metadata: md}, nil
 }
 
 // confirmGone re-reads a sandbox that reported a missing container: only a
 // fresh read (bounded by livenessTimeoutMs) that repeats the exact report,
 // or a NotFound, proves the loss (docs/behavior.md#resume, missing-container confirmation). Any
 // other failure is returned and preserves the lease.
-func (d *Driver) confirmGone(ctx context.Context, c *conn, k scopeKey, id string) (fresh *daytona.Sandbox, gone bool, err error) {
-	err = c.liveness(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
+func (d *Driver) confirmGone(ctx context.Context, c *account, k scopeKey, id string) (fresh *daytona.Sandbox, gone bool, err error) {
+	err = c.boundCall(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
 		var err error
-		fresh, err = c.getOrNil(ctx, id)
+		fresh, err = c.sandboxOrNil(ctx, id)
 		return err
 	})
 	switch {
@@ -214,7 +214,7 @@ const warmRaiseBound = 5 * time.Second
 
 // raiseWarmAutoStop lifts a warm reusable sandbox's auto-stop above the warm
 // window (docs/behavior.md#warm-window): best effort, bounded to 5 s.
-func (d *Driver) raiseWarmAutoStop(ctx context.Context, c *conn, sb *daytona.Sandbox) {
+func (d *Driver) raiseWarmAutoStop(ctx context.Context, c *account, sb *daytona.Sandbox) {
 	if !c.cfg.ReuseLease {
 		return
 	}

@@ -287,8 +287,8 @@ func TestResumeGivesUpOnRepeatedRefusalsWithATransientError(t *testing.T) {
 
 func TestResumeForgetsTheSessionOnlyWhenTheSandboxRestarts(t *testing.T) {
 	e, l, id := reusable(t, nil)
-	w := &recordingWork{}
-	e.use(e.driverWith(func(o *Options) { o.Work = w }))
+	w := newRecordingWork()
+	e.use(e.driverWith(func(o *Options) { o.runner = w }))
 	// Still running: the session survives.
 	_, err := e.call("environmentResumeLease", e.resumeParams(l, nil))
 	require.NoError(t, err)

@@ -23,7 +23,7 @@ const (
 // ensureStarted starts or recovers a sandbox and waits until it runs
 // (docs/behavior.md#ensure-started), retrying a start Daytona refuses while the
 // sandbox is still stopping (docs/behavior.md#refused-resume).
-func (d *Driver) ensureStarted(ctx context.Context, c *conn, sb *daytona.Sandbox) (*daytona.Sandbox, error) {
+func (d *Driver) ensureStarted(ctx context.Context, c *account, sb *daytona.Sandbox) (*daytona.Sandbox, error) {
 	if sb.State == daytona.StateStarted {
 		return sb, nil
 	}
@@ -64,7 +64,7 @@ func (d *Driver) ensureStarted(ctx context.Context, c *conn, sb *daytona.Sandbox
 }
 
 // settle waits, bounded, until a transitioning sandbox is stopped or started.
-func (d *Driver) settle(ctx context.Context, c *conn, id string) (*daytona.Sandbox, error) {
+func (d *Driver) settle(ctx context.Context, c *account, id string) (*daytona.Sandbox, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.retryW)
 	defer cancel()
 	return c.client.Sandboxes.WaitForState(ctx, id, daytona.StateStopped, daytona.StateStarted, daytona.StateArchived)
@@ -91,7 +91,7 @@ func unrecoverable(sb *daytona.Sandbox) error {
 // sandbox returns the lease's record from the cache (single flight on a
 // miss), refreshing an entry idle past half the auto-stop interval
 // (docs/behavior.md#handle-cache, docs/behavior.md#stale-handle). A failed refresh evicts and fails closed.
-func (d *Driver) sandbox(ctx context.Context, c *conn, k scopeKey, leaseID string) (*daytona.Sandbox, bool, error) {
+func (d *Driver) sandbox(ctx context.Context, c *account, k scopeKey, leaseID string) (*daytona.Sandbox, bool, error) {
 	fetch := func(ctx context.Context) (*daytona.Sandbox, error) {
 		sb, _, err := c.client.Sandboxes.Get(ctx, leaseID)
 		return sb, err
@@ -102,7 +102,7 @@ func (d *Driver) sandbox(ctx context.Context, c *conn, k scopeKey, leaseID strin
 	}
 	if threshold, ok := StaleHandleThreshold(c.cfg); ok && d.handles.stale(k, threshold) {
 		var fresh *daytona.Sandbox
-		err := c.liveness(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
+		err := c.boundCall(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
 			var err error
 			fresh, err = fetch(ctx)
 			return err

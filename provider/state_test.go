@@ -395,8 +395,8 @@ func writeFile(path, content string) error { return os.WriteFile(path, []byte(co
 
 func TestRealizeRestartingASandboxForgetsTheSessionAndRecachesIt(t *testing.T) {
 	e := newTestEnv(t, nil)
-	clock, w := newFakeClock(), &recordingWork{}
-	e.use(e.driverWith(func(o *Options) { o.Now, o.Work = clock.Now, w }))
+	clock, w := newFakeClock(), newRecordingWork()
+	e.use(e.driverWith(func(o *Options) { o.Now, o.runner = clock.Now, w }))
 	l := e.acquire(nil)
 	id := *l.ProviderLeaseID
 	require.NoError(t, e.srv.StopSandbox(id))

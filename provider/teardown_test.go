@@ -37,8 +37,8 @@ func TestCancelActiveWorkStopsWithoutWaitingForInFlightWork(t *testing.T) {
 		t.Run(map[bool]string{false: "ephemeral", true: "reusable"}[reuse], func(t *testing.T) {
 			t.Parallel()
 			e := newTestEnv(t, map[string]any{"reuseLease": reuse})
-			w := &recordingWork{}
-			e.use(e.driverWith(func(o *Options) { o.Work = w }))
+			w := newRecordingWork()
+			e.use(e.driverWith(func(o *Options) { o.runner = w }))
 			l := e.acquire(nil)
 			id := *l.ProviderLeaseID
 			gate := make(chan struct{})
@@ -193,8 +193,8 @@ func TestTeardownWaitsForAnInFlightActivityBeforeCleanup(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			t.Parallel()
 			e := newTestEnv(t, nil)
-			w := &recordingWork{}
-			e.use(e.driverWith(func(o *Options) { o.Work = w }))
+			w := newRecordingWork()
+			e.use(e.driverWith(func(o *Options) { o.runner = w }))
 			l := e.acquire(nil)
 			id := *l.ProviderLeaseID
 			k := e.scopeOf(id)
@@ -292,8 +292,8 @@ func TestStopDisablesAutoDeleteAndConfirmsItBeforeStopping(t *testing.T) {
 		t.Run(map[bool]string{false: "ephemeral", true: "reusable"}[reuse], func(t *testing.T) {
 			t.Parallel()
 			e := newTestEnv(t, map[string]any{"reuseLease": reuse})
-			w := &recordingWork{}
-			e.use(e.driverWith(func(o *Options) { o.Work = w }))
+			w := newRecordingWork()
+			e.use(e.driverWith(func(o *Options) { o.runner = w }))
 			l := e.acquire(nil)
 			id := *l.ProviderLeaseID
 			e.srv.ResetRequests()
@@ -559,8 +559,8 @@ func TestDestroyRetriesALostDeleteReply(t *testing.T) {
 
 func TestDestroyClosesTheSessionEvenWhenTheDeleteFails(t *testing.T) {
 	e := newTestEnv(t, nil)
-	w := &recordingWork{}
-	e.use(e.driverWith(func(o *Options) { o.Work = w }))
+	w := newRecordingWork()
+	e.use(e.driverWith(func(o *Options) { o.runner = w }))
 	l := e.acquire(nil)
 	e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Status: 500})
 	_, err := e.call("environmentDestroyLease", e.leaseParams(l, nil))
