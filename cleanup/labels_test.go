@@ -14,20 +14,17 @@ const attempt = "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
 func TestLabelKeysExact(t *testing.T) {
 	// The names the TypeScript plugin uses (docs/behavior.md#labels); changing one would orphan
 	// sandboxes created by the other plugin.
-	assert.Equal(t, "paperclip-provider", LabelProvider)
-	assert.Equal(t, "paperclip-company-id", LabelCompanyID)
-	assert.Equal(t, "paperclip-environment-id", LabelEnvironmentID)
-	assert.Equal(t, "paperclip-reuse-lease", LabelReuseLease)
-	assert.Equal(t, "paperclip-run-id", LabelRunID)
-	assert.Equal(t, "paperclip-setup-session-id", LabelSetupSessionID)
-	assert.Equal(t, "paperclip-purpose", LabelPurpose)
-	assert.Equal(t, "paperclip-create-attempt", LabelCreateAttempt)
-	assert.Equal(t, "paperclip-task-workspace-id", LabelTaskWorkspaceID)
-	assert.Equal(t, "daytona", ProviderValue)
-	for _, k := range []string{LabelProvider, LabelCompanyID, LabelEnvironmentID, LabelReuseLease, LabelRunID,
-		LabelSetupSessionID, LabelPurpose, LabelCreateAttempt, LabelTaskWorkspaceID} {
-		assert.True(t, IsLabelKey(k), k)
+	for got, want := range map[string]string{
+		LabelProvider: "paperclip-provider", LabelCompanyID: "paperclip-company-id",
+		LabelEnvironmentID: "paperclip-environment-id", LabelReuseLease: "paperclip-reuse-lease",
+		LabelRunID: "paperclip-run-id", LabelSetupSessionID: "paperclip-setup-session-id",
+		LabelPurpose: "paperclip-purpose", LabelCreateAttempt: "paperclip-create-attempt",
+		LabelTaskWorkspaceID: "paperclip-task-workspace-id",
+	} {
+		assert.Equal(t, want, got)
+		assert.True(t, IsLabelKey(got), got)
 	}
+	assert.Equal(t, "daytona", ProviderValue)
 	for _, v := range []string{PurposeInteractiveSetup, PurposeRuntimeService} {
 		assert.True(t, IsEnvelopeID(v), v)
 	}

@@ -96,9 +96,7 @@ func TestFailedCreateNeverDeletesAMismatchedSandbox(t *testing.T) {
 			require.Len(t, live, 1)
 			labels := live[0].Labels
 			change(labels)
-			client, err := daytona.NewClient(daytona.WithAPIURL(e.srv.URL()), daytona.WithAPIKey(e.srv.APIKey()))
-			require.NoError(t, err)
-			_, _, err = client.Sandboxes.ReplaceLabels(t.Context(), live[0].ID, labels)
+			_, _, err := e.client.Sandboxes.ReplaceLabels(t.Context(), live[0].ID, labels)
 			require.NoError(t, err)
 			close(gate)
 			r := wait(t, done)
@@ -112,9 +110,7 @@ func TestFailedCreateNeverDeletesAMismatchedSandbox(t *testing.T) {
 	t.Run("name", func(t *testing.T) {
 		// The host's retry names one creation, the provider id it recorded
 		// belongs to a sandbox of another name: refused, nothing deleted.
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
+		e, _, id := leased(t, nil)
 		c, err := e.d.resolveAccount(mustJSON(t, e.cfg))
 		require.NoError(t, err)
 		attempt := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
