@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -72,25 +73,17 @@ func TestErrorWireShape(t *testing.T) {
 	require.Equal(t, "pending", e.Error())
 }
 
-func client(t *testing.T, srv *daytonatest.Server) *daytona.Client {
-	fast := func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) }
-	c, err := daytona.NewClient(daytona.WithAPIURL(srv.URL()), daytona.WithAPIKey(srv.APIKey()), daytona.WithPollBackOff(fast))
-	require.NoError(t, err)
-	return c
-}
-
-func create(t *testing.T, c *daytona.Client, env Envelope) *daytona.Sandbox {
-	sb, _, err := c.Sandboxes.Create(context.Background(), &daytona.CreateSandboxRequest{Name: env.ProviderLeaseID, Labels: env.Labels})
-	require.NoError(t, err)
-	return sb
+// create starts a sandbox under the envelope's name and labels.
+func create(t *testing.T, env *testenv.Env, e Envelope) *daytona.Sandbox {
+	return env.StartSandbox(t, &daytona.CreateSandboxRequest{Name: e.ProviderLeaseID, Labels: e.Labels}).Sandbox
 }
 
 func TestDestroyFailedCreationObservesThenDeletes(t *testing.T) {
-	srv := daytonatest.NewServer(t)
-	c := client(t, srv)
+	te := testenv.New(t)
+	srv, c := te.Server, te.Client
 	ctx := context.Background()
 	env := envelope("11111111-1111-4111-8111-111111111111")
-	sb := create(t, c, env)
+	sb := create(t, te, env)
 
 	// Durable observation: first call records the id and deletes nothing.
 	e := env.Clone()
@@ -114,13 +107,13 @@ func TestDestroyFailedCreationObservesThenDeletes(t *testing.T) {
 }
 
 func TestDestroyFailedCreationNeverDeletesWhatItCannotProve(t *testing.T) {
-	srv := daytonatest.NewServer(t)
-	c := client(t, srv)
+	te := testenv.New(t)
+	srv, c := te.Server, te.Client
 	ctx := context.Background()
 	env := envelope("33333333-3333-4333-8333-333333333333")
 	forged := env.Clone()
 	forged.Labels[LabelCompanyID] = "company-2" // a sandbox of another company under that name
-	sb := create(t, c, forged)
+	sb := create(t, te, forged)
 	for name, e := range map[string]Envelope{
 		"labels differ":  env.Clone(),
 		"wrong name":     func() Envelope { x := env.Clone(); x.ProviderLeaseID = CreationNamePrefix + "other"; return x }(),
@@ -137,43 +130,16 @@ func TestDestroyFailedCreationNeverDeletesWhatItCannotProve(t *testing.T) {
 }
 
 func TestDestroyFailedCreationBoundsAHungLookup(t *testing.T) {
-	srv := daytonatest.NewServer(t)
-	c := client(t, srv)
+	te := testenv.New(t)
+	srv, c := te.Server, te.Client
 	srv.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Hang: true})
 	env := envelope("44444444-4444-4444-8444-444444444444")
 	err := DestroyFailedCreation(context.Background(), c.Sandboxes, fp, &env, Options{LookupBound: 50 * time.Millisecond})
-	var lt *LivenessTimeoutError
+	var lt *bound.TimeoutError
 	require.ErrorAs(t, err, &lt)
 	require.Equal(t, "sandbox.failedCreateLookup", lt.Op)
 	require.Contains(t, err.Error(), `did not respond within 50 ms`)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-}
-
-func TestWithLivenessLeavesCallerDeadlinesAlone(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	err := WithLiveness(ctx, "op", time.Hour, func(ctx context.Context) error { return ctx.Err() })
-	require.ErrorIs(t, err, context.Canceled)
-	var lt *LivenessTimeoutError
-	require.False(t, errors.As(err, &lt), "the caller's own cancellation is not a liveness timeout")
-	require.NoError(t, WithLiveness(context.Background(), "op", 0, func(context.Context) error { return nil }))
-}
-
-func TestSweepNeedsAScopeAndVerifiesLabels(t *testing.T) {
-	srv := daytonatest.NewServer(t)
-	c := client(t, srv)
-	ctx := context.Background()
-	mine := envelope("55555555-5555-4555-8555-555555555555")
-	theirs := envelope("66666666-6666-4666-8666-666666666666")
-	theirs.Labels[LabelEnvironmentID] = "env-2"
-	a, b := create(t, c, mine), create(t, c, theirs)
-	_, err := Sweep(ctx, c.Sandboxes, map[string]string{LabelProvider: ProviderValue})
-	require.Error(t, err, "a sweep of every Daytona sandbox is refused")
-	deleted, err := Sweep(ctx, c.Sandboxes, map[string]string{LabelProvider: ProviderValue, LabelEnvironmentID: "env-1"})
-	require.NoError(t, err)
-	require.Equal(t, []string{a.ID}, deleted)
-	info, _ := srv.Sandbox(b.ID)
-	require.Equal(t, "started", info.State)
 }
 
 func TestDestroyingNameStillProvesOwnership(t *testing.T) {

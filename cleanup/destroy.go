@@ -3,10 +3,10 @@ package cleanup
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 )
 
 // SandboxAPI is the part of the Daytona client cleanup needs;
@@ -65,7 +65,7 @@ func DestroyFailedCreation(ctx context.Context, api SandboxAPI, fingerprint stri
 		key = env.ObservedProviderLeaseID
 	}
 	var sb *daytona.Sandbox
-	err := WithLiveness(ctx, "sandbox.failedCreateLookup", o.LookupBound, func(ctx context.Context) error {
+	err := bound.Call(ctx, "sandbox.failedCreateLookup", o.LookupBound, func(ctx context.Context) error {
 		var err error
 		sb, _, err = api.Get(ctx, key)
 		return err
@@ -87,7 +87,7 @@ func DestroyFailedCreation(ctx context.Context, api SandboxAPI, fingerprint stri
 			return &Error{Message: "Persist observed sandbox identity before cleanup", Envelope: env.Clone()}
 		}
 	}
-	return WithLiveness(ctx, "sandbox.failedCreateDelete", o.DeleteBound, func(ctx context.Context) error {
+	return bound.Call(ctx, "sandbox.failedCreateDelete", o.DeleteBound, func(ctx context.Context) error {
 		return DeleteAndWait(ctx, api, sb.ID)
 	})
 }
@@ -184,36 +184,4 @@ func waitRenamed(ctx context.Context, api SandboxAPI, name string) error {
 		}
 	}
 	return nil
-}
-
-// LivenessTimeoutError is SandboxLivenessTimeoutError (
-// docs/behavior.md#liveness-bound): a bounded provider call did not answer in time.
-type LivenessTimeoutError struct {
-	Op    string
-	Bound time.Duration
-}
-
-func (e *LivenessTimeoutError) Error() string {
-	return fmt.Sprintf("Daytona sandbox liveness call %q did not respond within %d ms; the sandbox connection is unresponsive.",
-		e.Op, e.Bound.Milliseconds())
-}
-
-// Is makes errors.Is(err, context.DeadlineExceeded) true, so callers that
-// only ask "did time run out" need not know this type.
-func (e *LivenessTimeoutError) Is(target error) bool { return target == context.DeadlineExceeded }
-
-// WithLiveness runs fn under a bound. bound <= 0 means unbounded. When the
-// bound (not the caller's own deadline) cuts the call off, the error is a
-// *LivenessTimeoutError naming op.
-func WithLiveness(ctx context.Context, op string, bound time.Duration, fn func(context.Context) error) error {
-	if bound <= 0 {
-		return fn(ctx)
-	}
-	bctx, cancel := context.WithTimeoutCause(ctx, bound, &LivenessTimeoutError{Op: op, Bound: bound})
-	defer cancel()
-	err := fn(bctx)
-	if err != nil && ctx.Err() == nil && bctx.Err() != nil {
-		return context.Cause(bctx)
-	}
-	return err
 }

@@ -1,12 +1,11 @@
-// Package cleanup owns everything that deletes a sandbox the worker cannot
-// prove is in use: the failed-creation ownership envelope the host journals
-// (paperclip/environment-creation-cleanup/v1, docs/behavior.md#failed-create, docs/behavior.md#destroy-failed-creation, docs/behavior.md#envelope),
-// ownership verification by exact name and every ownership label,
-// delete-and-wait, and the orphan sweep.
-//
+// Package cleanup is the one home of sandbox ownership: the names and labels
+// that prove a sandbox is ours (labels.go), the failed-creation envelope the
+// host journals (paperclip/environment-creation-cleanup/v1,
+// docs/behavior.md#envelope), verification by exact name and every ownership
+// label, and delete-and-wait; provider uses it for every create and teardown.
 // It never deletes a sandbox whose name and every ownership label it has not
-// verified, and it never treats the absence of a never-observed creation name
-// as proof of removal: an uncertain outcome is reported, not guessed.
+// verified, and never treats the absence of a never-observed creation name as
+// proof of removal: an uncertain outcome is reported, not guessed.
 package cleanup
 
 import (
@@ -22,24 +21,7 @@ import (
 // Schema is the envelope's schema id on the wire.
 const Schema = "paperclip/environment-creation-cleanup/v1"
 
-// CreationNamePrefix starts every sandbox name the worker creates.
-const CreationNamePrefix = "paperclip-create-"
-
-// Ownership label keys the envelope is checked against (docs/behavior.md#labels).
-const (
-	LabelProvider      = "paperclip-provider"
-	LabelCompanyID     = "paperclip-company-id"
-	LabelEnvironmentID = "paperclip-environment-id"
-	LabelRunID         = "paperclip-run-id"
-	LabelCreateAttempt = "paperclip-create-attempt"
-	ProviderValue      = "daytona"
-)
-
-var (
-	idPattern          = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,200}$`)
-	labelKeyPattern    = regexp.MustCompile(`^paperclip-[a-z-]+$`)
-	fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
-)
+var fingerprintPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // Envelope is PluginEnvironmentCreationCleanup: what the host needs to find
 // and delete an allocation later, and nothing else (no provider error text,
@@ -68,23 +50,23 @@ func (e Envelope) Validate() error {
 		"providerLeaseId": e.ProviderLeaseID, "companyId": e.CompanyID,
 		"environmentId": e.EnvironmentID, "attemptId": e.AttemptID,
 	} {
-		if !idPattern.MatchString(v) {
+		if !IsEnvelopeID(v) {
 			return fmt.Errorf("cleanup envelope: %s is not an id", name)
 		}
 	}
 	for name, v := range map[string]string{"runId": e.RunID, "observedProviderLeaseId": e.ObservedProviderLeaseID} {
-		if v != "" && !idPattern.MatchString(v) {
+		if v != "" && !IsEnvelopeID(v) {
 			return fmt.Errorf("cleanup envelope: %s is not an id", name)
 		}
 	}
 	if !fingerprintPattern.MatchString(e.AccountFingerprint) {
 		return errors.New("cleanup envelope: accountFingerprint must be 64 lowercase hex characters")
 	}
-	if len(e.Labels) == 0 || len(e.Labels) > 16 {
+	if len(e.Labels) == 0 || len(e.Labels) > MaxEnvelopeLabels {
 		return errors.New("cleanup envelope: labels must hold 1 to 16 entries")
 	}
 	for k, v := range e.Labels {
-		if !labelKeyPattern.MatchString(k) || !idPattern.MatchString(v) {
+		if !IsLabelKey(k) || !IsEnvelopeID(v) {
 			return fmt.Errorf("cleanup envelope: label %q is not valid", clamp.Echo(k))
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
@@ -27,31 +28,11 @@ const (
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-func (d *Driver) validateConfig(_ context.Context, p rpc.ValidateConfigParams) (rpc.ValidateConfigResult, error) {
-	var raw any = p.Config
-	if len(p.Config) == 0 {
-		raw = map[string]any{}
-	}
-	if errs := Validate(raw, d.env); len(errs) > 0 {
-		return rpc.ValidateConfigResult{OK: false, Errors: errs}, nil
-	}
-	n, err := ValidateConfig(raw, d.env)
-	if err != nil {
-		var ve *ValidationError
-		if errors.As(err, &ve) {
-			return rpc.ValidateConfigResult{OK: false, Errors: ve.Errors}, nil
-		}
-		return rpc.ValidateConfigResult{OK: false, Errors: []string{err.Error()}}, nil
-	}
-	cfg, _ := ParseConfig(raw)
-	return rpc.ValidateConfigResult{OK: true, NormalizedConfig: n, Warnings: Warnings(cfg)}, nil
-}
-
 // acquisition is one fresh acquire: one budget across every phase, and a
 // latch so nothing happens once that budget is spent.
 type acquisition struct {
 	d        *Driver
-	c        *conn
+	c        *account
 	p        rpc.AcquireParams
 	start    time.Time
 	budget   time.Duration
@@ -84,7 +65,7 @@ func (a *acquisition) timeoutFailure(cause error) error {
 }
 
 func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, error) {
-	c, err := d.connect(p.Config)
+	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return rpc.Lease{}, err
 	}
@@ -96,21 +77,21 @@ func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, e
 	if err != nil {
 		return rpc.Lease{}, err
 	}
-	attemptID := NewAttemptID()
+	attemptID := cleanup.NewAttemptID()
 	if p.CreationOperationID != nil && *p.CreationOperationID != "" {
 		if !uuidPattern.MatchString(*p.CreationOperationID) {
 			return rpc.Lease{}, rpc.InvalidParams("invalid params: \"creationOperationId\" must be a lowercase UUID")
 		}
 		attemptID = *p.CreationOperationID
 	}
-	labels, err := OwnershipLabels(p.CompanyID, p.EnvironmentID, p.RunID, attemptID, c.cfg.ReuseLease)
+	labels, err := cleanup.OwnershipLabels(p.CompanyID, p.EnvironmentID, p.RunID, attemptID, c.cfg.ReuseLease)
 	if err != nil {
 		return rpc.Lease{}, rpc.InvalidParams("invalid params: %v", err)
 	}
 	a := &acquisition{d: d, c: c, p: p, start: d.now(), budget: c.cfg.AcquireBudget(), phase: phaseCreate}
 	a.envelope = cleanup.Envelope{
-		ProviderLeaseID: CreationName(attemptID), CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
-		RunID: p.RunID, AttemptID: attemptID, AccountFingerprint: c.fingerprint, Labels: CopyLabels(labels),
+		ProviderLeaseID: cleanup.CreationName(attemptID), CompanyID: p.CompanyID, EnvironmentID: p.EnvironmentID,
+		RunID: p.RunID, AttemptID: attemptID, AccountFingerprint: c.fingerprint, Labels: cleanup.CopyLabels(labels),
 	}
 	ctx, cancel := context.WithTimeout(ctx, a.budget)
 	defer cancel()
@@ -151,16 +132,16 @@ func (a *acquisition) create(ctx context.Context, src CreateSource, labels map[s
 	cfg := a.c.cfg
 	req := &daytona.CreateSandboxRequest{
 		Name:                a.envelope.ProviderLeaseID,
-		Labels:              CopyLabels(labels), // the client or server may add labels; ownership checks use ours
-		AutoStopInterval:    ptr(int(EffectiveAutoStopMinutes(cfg, cfg.ReuseLease, 0))),
-		AutoArchiveInterval: ptr(int(cfg.AutoArchiveInterval)),
-		AutoDeleteInterval:  ptr(int(cfg.AutoDeleteInterval)),
+		Labels:              cleanup.CopyLabels(labels), // the client or server may add labels; ownership checks use ours
+		AutoStopInterval:    new(int(EffectiveAutoStopMinutes(cfg, cfg.ReuseLease, 0))),
+		AutoArchiveInterval: new(int(cfg.AutoArchiveInterval)),
+		AutoDeleteInterval:  new(int(cfg.AutoDeleteInterval)),
 	}
 	if cfg.Language != "" {
 		req.Labels["code-toolbox-language"] = cfg.Language // what the SDKs send for a language hint
 	}
 	if ttl > 0 {
-		req.TTLMinutes = ptr(int(ttl))
+		req.TTLMinutes = new(int(ttl))
 	}
 	switch {
 	case src.Image != "":
@@ -236,7 +217,7 @@ func (a *acquisition) failedAfterCreate(ctx context.Context, sb *daytona.Sandbox
 // name; prove ownership and hand the existing allocation to the host.
 func (a *acquisition) nameTaken(ctx context.Context, cause error) error {
 	var sb *daytona.Sandbox
-	err := cleanup.WithLiveness(ctx, "sandbox.failedCreateLookup", cleanup.LookupBound, func(ctx context.Context) error {
+	err := bound.Call(ctx, "sandbox.failedCreateLookup", cleanup.LookupBound, func(ctx context.Context) error {
 		var err error
 		sb, _, err = a.c.client.Sandboxes.Get(ctx, a.envelope.ProviderLeaseID)
 		return err
@@ -340,9 +321,9 @@ func (a *acquisition) setup(ctx context.Context, sb *daytona.Sandbox) (rpc.Lease
 	md := leaseMetadata(c.cfg, sb, ws, false, "", sentinel)
 	k := c.scope(p.EnvironmentBase, sb.ID)
 	a.d.scopes.open(k)
-	a.d.reopen(k)
+	a.d.runner.ReopenLease(string(k))
 	a.d.handles.seed(k, sb)
-	return rpc.Lease{ProviderLeaseID: ptr(sb.ID), Metadata: md, ExpiresAt: expiresAt}, nil
+	return rpc.Lease{ProviderLeaseID: new(sb.ID), Metadata: md, ExpiresAt: expiresAt}, nil
 }
 
 // configureExpiry honours ttlMinutes and requestedExpiresAt
@@ -425,13 +406,6 @@ func wholeUnits(v *float64) int {
 	return int(math.Ceil(*v)) // Daytona takes whole units; never under-provision
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return strings.TrimSpace(*s)
-}
-
 func parseTime(s string) (time.Time, bool) {
 	s = strings.TrimSpace(s)
 	if s == "" {
@@ -445,5 +419,5 @@ func formatTime(t *time.Time) *string {
 	if t == nil {
 		return nil
 	}
-	return ptr(t.UTC().Format(time.RFC3339Nano))
+	return new(t.UTC().Format(time.RFC3339Nano))
 }

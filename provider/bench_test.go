@@ -41,7 +41,7 @@ func BenchmarkLifecycle(b *testing.B) {
 		h, _ := reg.Lookup(method)
 		srv.ResetRequests()
 		start := time.Now()
-		res, err := h(context.Background(), mustJSONTB(b, params))
+		res, err := h(context.Background(), mustJSON(b, params))
 		took := time.Since(start)
 		if err != nil {
 			b.Fatalf("%s: %v", name, err)
@@ -59,7 +59,7 @@ func BenchmarkLifecycle(b *testing.B) {
 			}
 		}
 		s.took += took
-		return mustJSONTB(b, res)
+		return mustJSON(b, res)
 	}
 	leaseOf := func(raw json.RawMessage) (string, map[string]any) {
 		var l rpc.Lease
@@ -126,13 +126,4 @@ func shortName(s string) string {
 		return "resume"
 	}
 	return s
-}
-
-func mustJSONTB(tb testing.TB, v any) json.RawMessage {
-	tb.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
 }

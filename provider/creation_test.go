@@ -96,9 +96,7 @@ func TestFailedCreateNeverDeletesAMismatchedSandbox(t *testing.T) {
 			require.Len(t, live, 1)
 			labels := live[0].Labels
 			change(labels)
-			client, err := daytona.NewClient(daytona.WithAPIURL(e.srv.URL()), daytona.WithAPIKey(e.srv.APIKey()))
-			require.NoError(t, err)
-			_, _, err = client.Sandboxes.ReplaceLabels(t.Context(), live[0].ID, labels)
+			_, _, err := e.client.Sandboxes.ReplaceLabels(t.Context(), live[0].ID, labels)
 			require.NoError(t, err)
 			close(gate)
 			r := wait(t, done)
@@ -112,15 +110,13 @@ func TestFailedCreateNeverDeletesAMismatchedSandbox(t *testing.T) {
 	t.Run("name", func(t *testing.T) {
 		// The host's retry names one creation, the provider id it recorded
 		// belongs to a sandbox of another name: refused, nothing deleted.
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		c, err := e.d.connect(mustJSON(t, e.cfg))
+		e, _, id := leased(t, nil)
+		c, err := e.d.resolveAccount(mustJSON(t, e.cfg))
 		require.NoError(t, err)
 		attempt := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
-		labels, err := OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
+		labels, err := cleanup.OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
 		require.NoError(t, err)
-		env := cleanup.Envelope{ProviderLeaseID: CreationName(attempt), ObservedProviderLeaseID: id, CompanyID: "company-1",
+		env := cleanup.Envelope{ProviderLeaseID: cleanup.CreationName(attempt), ObservedProviderLeaseID: id, CompanyID: "company-1",
 			EnvironmentID: "env-1", RunID: "run-1", AttemptID: attempt, AccountFingerprint: c.fingerprint, Labels: labels}
 		require.NoError(t, env.Validate())
 		_, err = e.call("environmentDestroyLease", with(e.base(nil), "providerLeaseId", env.ProviderLeaseID,
@@ -224,12 +220,12 @@ func TestShellFallsBackToSh(t *testing.T) {
 func TestFencedFailedCreateRetryIsNotIdleEvidence(t *testing.T) {
 	e := newTestEnv(t, nil)
 	l := e.acquire(nil)
-	c, err := e.d.connect(mustJSON(t, e.cfg))
+	c, err := e.d.resolveAccount(mustJSON(t, e.cfg))
 	require.NoError(t, err)
 	attempt := "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
-	labels, err := OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
+	labels, err := cleanup.OwnershipLabels("company-1", "env-1", "run-1", attempt, false)
 	require.NoError(t, err)
-	env := cleanup.Envelope{ProviderLeaseID: CreationName(attempt), ObservedProviderLeaseID: *l.ProviderLeaseID,
+	env := cleanup.Envelope{ProviderLeaseID: cleanup.CreationName(attempt), ObservedProviderLeaseID: *l.ProviderLeaseID,
 		CompanyID: "company-1", EnvironmentID: "env-1", RunID: "run-1", AttemptID: attempt,
 		AccountFingerprint: c.fingerprint, Labels: labels}
 	e.use(e.newDriver())

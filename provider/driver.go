@@ -3,7 +3,6 @@ package provider
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 	"github.com/daytonaworker/daytona-worker/rpc"
@@ -23,6 +21,9 @@ import (
 // whatever a command prints (the host's own limit is 128 Mi characters per
 // frame); the live stream and the result end with a truncation marker.
 const OutputCap = 16 << 20
+
+// defaultStartRetryWait is Options.StartRetryWait's default.
+const defaultStartRetryWait = 30 * time.Second
 
 // DriverKey is the environment driver key, the same as the first-party
 // plugin's so environments and sandboxes carry over.
@@ -46,8 +47,9 @@ type Options struct {
 	PollBackOff func() backoff.BackOff
 	// RetryPolicy overrides the client's retry policy (tests).
 	RetryPolicy *daytona.RetryPolicy
-	// Work is the command runner's teardown side; nil means no sessions.
-	Work LeaseWork
+	// runner replaces the command runner (tests record its lease calls);
+	// nil means a *cmdexec.Runner.
+	runner commandRunner
 	// StartRetryWait bounds one wait for a transitioning sandbox to settle
 	// before a refused start is retried (docs/behavior.md#refused-resume).
 	StartRetryWait time.Duration
@@ -68,8 +70,7 @@ type Driver struct {
 	scopes  scopes
 	handles handles
 	idle    idle
-	work    LeaseWork
-	exec    *cmdexec.Runner
+	runner  commandRunner
 }
 
 // New returns a Driver.
@@ -85,13 +86,12 @@ func New(o Options) *Driver {
 	if d.now == nil {
 		d.now = time.Now
 	}
-	d.exec = cmdexec.NewRunner(cmdexec.Options{Logger: d.log, OutputCap: OutputCap})
-	d.work = o.Work
-	if d.work == nil {
-		d.work = execWork{d.exec}
+	d.runner = o.runner
+	if d.runner == nil {
+		d.runner = cmdexec.NewRunner(cmdexec.Options{Logger: d.log, OutputCap: OutputCap})
 	}
 	if d.retryW <= 0 {
-		d.retryW = 30 * time.Second
+		d.retryW = defaultStartRetryWait
 	}
 	base := http.DefaultTransport
 	if d.http != nil && d.http.Transport != nil {
@@ -140,75 +140,6 @@ func (d *Driver) Health() rpc.HealthResult {
 	}
 }
 
-// conn is one call's view of an account: parsed config, a client and the
-// account fingerprint. The API key lives only inside the client.
-type conn struct {
-	cfg         Config
-	client      *daytona.Client
-	fingerprint string
-}
-
-// connect parses the config and builds a client. Config errors are invalid
-// params; a missing key is the reference's message.
-func (d *Driver) connect(raw json.RawMessage) (*conn, error) {
-	cfg, err := ParseConfig(raw)
-	if err != nil {
-		return nil, rpc.InvalidParams("invalid config: %v", err)
-	}
-	key, err := ResolveAPIKey(cfg, d.env)
-	if err != nil {
-		return nil, err
-	}
-	opts := []daytona.Option{daytona.WithAPIKey(key), daytona.WithHTTPClient(d.http)}
-	if cfg.APIURL != "" {
-		opts = append(opts, daytona.WithAPIURL(cfg.APIURL))
-	}
-	if cfg.Target != "" {
-		opts = append(opts, daytona.WithTarget(cfg.Target))
-	}
-	if d.poll != nil {
-		opts = append(opts, daytona.WithPollBackOff(d.poll))
-	}
-	if d.retry != nil {
-		opts = append(opts, daytona.WithRetryPolicy(*d.retry))
-	}
-	client, err := daytona.NewClient(opts...)
-	if err != nil {
-		return nil, rpc.InvalidParams("invalid Daytona connection settings: %v", err)
-	}
-	return &conn{cfg: cfg, client: client, fingerprint: AccountFingerprint(key, cfg.APIURL)}, nil
-}
-
-func (c *conn) scope(p rpc.EnvironmentBase, leaseID string) scopeKey {
-	driverKey := p.DriverKey
-	if driverKey == "" {
-		driverKey = DriverKey
-	}
-	return makeScopeKey(driverKey, p.CompanyID, p.EnvironmentID, leaseID, c.fingerprint)
-}
-
-// liveness bounds a provider call by livenessTimeoutMs, capped at max when
-// max > 0 (docs/behavior.md#liveness-bound; non-positive liveness disables).
-func (c *conn) liveness(ctx context.Context, op string, max time.Duration, fn func(context.Context) error) error {
-	bound, ok := c.cfg.LivenessBound()
-	if !ok {
-		return fn(ctx)
-	}
-	if max > 0 && bound > max {
-		bound = max
-	}
-	return cleanup.WithLiveness(ctx, op, bound, fn)
-}
-
-// getOrNil reads a sandbox; NotFound is (nil, nil).
-func (c *conn) getOrNil(ctx context.Context, id string) (*daytona.Sandbox, error) {
-	sb, _, err := c.client.Sandboxes.Get(ctx, id)
-	if errors.Is(err, daytona.ErrNotFound) {
-		return nil, nil
-	}
-	return sb, err
-}
-
 // countingTransport counts in-flight provider requests as idle evidence: a
 // request counts until its response body is closed, so streamed downloads
 // and log-follow sockets count for as long as they are open.
@@ -247,5 +178,3 @@ type countedConn struct {
 }
 
 func (c countedConn) Close() error { defer c.done(); return c.ReadWriteCloser.Close() }
-
-func ptr[T any](v T) *T { return &v }

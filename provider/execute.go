@@ -21,27 +21,31 @@ import (
 // an answer rather than a timeout.
 const answerMargin = 15 * time.Second
 
-// execWork adapts the command runner to the teardown side of [LeaseWork].
-type execWork struct{ r *cmdexec.Runner }
-
-func (w execWork) Cancel(k string)                           { w.r.CancelLease(k) }
-func (w execWork) Close(ctx context.Context, k string) error { return w.r.CloseLease(ctx, k) }
-func (w execWork) Forget(k string)                           { w.r.ForgetSessions(k) }
-func (w execWork) Reopen(k string)                           { w.r.ReopenLease(k) }
-
-// reopen lifts a cancellation tombstone of the command runner when a lease
-// becomes active again (acquire, resume).
-func (d *Driver) reopen(k scopeKey) {
-	if r, ok := d.work.(interface{ Reopen(string) }); ok {
-		r.Reopen(string(k))
-	}
+// commandRunner is what the driver needs of the command runner: run a
+// command in a lease's sandbox, and follow the lease's life. Keys are the
+// lease scope keys.
+type commandRunner interface {
+	// Execute runs one command, streaming output to sink when it is not nil.
+	Execute(ctx context.Context, t cmdexec.Target, req cmdexec.Request, sink cmdexec.Sink) (cmdexec.Result, error)
+	// CancelLease ends in-flight commands of the lease now (cancelActiveWork,
+	// stop); later commands fail as no longer active.
+	CancelLease(key string)
+	// ReopenLease lifts that cancellation when the lease becomes active
+	// again (acquire, resume).
+	ReopenLease(key string)
+	// CloseLease deletes the lease's persistent session.
+	CloseLease(ctx context.Context, key string) error
+	// ForgetSessions drops the session record: the sandbox restarted.
+	ForgetSessions(key string)
 }
+
+var _ commandRunner = (*cmdexec.Runner)(nil)
 
 func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteResult, error) {
 	leaseID := deref(p.Lease.ProviderLeaseID)
 	if leaseID == "" {
 		// The reference answers a result, not an error.
-		return rpc.ExecuteResult{ExitCode: ptr(1), Stderr: "Daytona execute requires a sandbox lease id.\n"}, nil
+		return rpc.ExecuteResult{ExitCode: new(1), Stderr: "Daytona execute requires a sandbox lease id.\n"}, nil
 	}
 	cwd := deref(p.Cwd)
 	cwdField := "cwd"
@@ -52,7 +56,7 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 	if err := rejectNUL(p, cwdField, cwd); err != nil {
 		return rpc.ExecuteResult{}, err
 	}
-	c, err := d.connect(p.Config)
+	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return rpc.ExecuteResult{}, err
 	}
@@ -77,7 +81,7 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 			return err
 		}
 		if sb.State != daytona.StateStarted {
-			d.work.Forget(string(k)) // a restart destroyed the session
+			d.runner.ForgetSessions(string(k)) // a restart destroyed the session
 			if sb, err = d.ensureStarted(ctx, c, sb); err != nil {
 				d.handles.evict(k)
 				return err
@@ -90,7 +94,7 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 			// right before the result would only send it twice.
 			sink = nil
 		}
-		res, err = d.exec.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, sink)
+		res, err = d.runner.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, sink)
 		live.close()
 		if err == nil && !res.TimedOut {
 			d.handles.markFresh(k) // only success proves the sandbox is alive
@@ -138,17 +142,4 @@ func rejectNUL(p rpc.ExecuteParams, cwdField, cwd string) error {
 		return nulParam(cwdField)
 	}
 	return nil
-}
-
-// nulParam is the -32602 answer to a NUL byte in the named param field.
-func nulParam(field string) error {
-	return rpc.InvalidParams("invalid params: %s contains a NUL byte", field)
-}
-
-// shellOf is the lease's shell for host-built scripts (bash or sh).
-func shellOf(md map[string]any) string {
-	if s, _ := md["shellCommand"].(string); strings.TrimSpace(s) == "bash" {
-		return "bash"
-	}
-	return "sh"
 }

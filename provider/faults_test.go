@@ -10,6 +10,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/stretchr/testify/require"
 )
 
@@ -83,158 +84,77 @@ var workerEndsHang = map[string]bool{
 }
 
 var faultSteps = []faultStep{
+	// Not allocated, but a 5xx, a hang or a lost connection cannot prove
+	// that: the never-observed name is reported, not guessed.
+	// 429: a refusal: nothing allocated (create is never retried)
 	{op: "acquire", name: "create", fault: daytonatest.Fault{Method: "POST", Route: rCreate}, expect: map[string]outcome{
-		// Not allocated, but a 5xx, a hang or a lost connection cannot prove
-		// that: the never-observed name is reported, not guessed.
-		"500":   {wantEnvelope, liveNone},
-		"429":   {wantError, liveNone}, // a refusal: nothing allocated (create is never retried)
-		"hang":  {wantEnvelope, liveNone},
-		"drop":  {wantEnvelope, liveNone},
-		"delay": {wantLease, liveLease},
-	}},
+		"500": {wantEnvelope, liveNone}, "429": {wantError, liveNone}, "hang": {wantEnvelope, liveNone}, "drop": {wantEnvelope, liveNone}, "delay": {wantLease, liveLease}}},
+	// Allocated, reply lost: found by exact name and labels, deleted.
+	// (A performed 429 is not modelled: Daytona's throttler answers 429
+	// before the request is handled, so a 429 create allocated nothing.)
+	// hang: the late reply is never observed
 	{op: "acquire", name: "create performed", fault: daytonatest.Fault{Method: "POST", Route: rCreate, Perform: true}, expect: map[string]outcome{
-		// Allocated, reply lost: found by exact name and labels, deleted.
-		// (A performed 429 is not modelled: Daytona's throttler answers 429
-		// before the request is handled, so a 429 create allocated nothing.)
-		"500":  {wantError, liveNone},
-		"hang": {wantEnvelope, liveNamed}, // the late reply is never observed
-		"drop": {wantError, liveNone},
-	}},
+		"500": {wantError, liveNone}, "hang": {wantEnvelope, liveNamed}, "drop": {wantError, liveNone}}},
+	// 500: deleted inline, original error kept
+	// hang: budget spent: nothing more happens, the host journals it
 	{op: "acquire", name: "workspace setup", fault: daytonatest.Fault{Route: rExecute}, expect: map[string]outcome{
-		"500":   {wantError, liveNone}, // deleted inline, original error kept
-		"429":   {wantError, liveNone},
-		"hang":  {wantEnvelope, liveObserved}, // budget spent: nothing more happens, the host journals it
-		"drop":  {wantError, liveNone},
-		"delay": {wantLease, liveLease},
-	}},
+		"500": {wantError, liveNone}, "429": {wantError, liveNone}, "hang": {wantEnvelope, liveObserved}, "drop": {wantError, liveNone}, "delay": {wantLease, liveLease}}},
+	// 429: retried (idempotent) and confirmed
+	// drop: retried (idempotent) and confirmed
 	{op: "acquire", name: "inline delete after failed setup", fault: daytonatest.Fault{Method: "DELETE", Route: rSandbox}, expect: map[string]outcome{
-		"500":   {wantEnvelope, liveObserved},
-		"429":   {wantError, liveNone}, // retried (idempotent) and confirmed
-		"hang":  {wantEnvelope, liveObserved},
-		"drop":  {wantError, liveNone}, // retried (idempotent) and confirmed
-		"delay": {wantError, liveNone},
-	}},
+		"500": {wantEnvelope, liveObserved}, "429": {wantError, liveNone}, "hang": {wantEnvelope, liveObserved}, "drop": {wantError, liveNone}, "delay": {wantError, liveNone}}},
+	// 500: 500 is not retried by the client
+	// 429: retried
+	// drop: retried
 	{op: "resume", name: "read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
-		"500":   {wantError, liveLease}, // 500 is not retried by the client
-		"429":   {wantLease, liveLease}, // retried
-		"hang":  {wantError, liveLease},
-		"drop":  {wantLease, liveLease}, // retried
-		"delay": {wantLease, liveLease},
-	}},
+		"500": {wantError, liveLease}, "429": {wantLease, liveLease}, "hang": {wantError, liveLease}, "drop": {wantLease, liveLease}, "delay": {wantLease, liveLease}}},
+	// 429: retried after Retry-After
 	{op: "resume", name: "start", fault: daytonatest.Fault{Route: rStart}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantLease, liveLease}, // retried after Retry-After
-		"hang":  {wantError, liveLease},
-		"drop":  {wantError, liveLease},
-		"delay": {wantLease, liveLease},
-	}},
+		"500": {wantError, liveLease}, "429": {wantLease, liveLease}, "hang": {wantError, liveLease}, "drop": {wantError, liveLease}, "delay": {wantLease, liveLease}}},
+	// 429: commands are never re-sent
 	{op: "resume", name: "sentinel", fault: daytonatest.Fault{Route: rExecute}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantError, liveLease}, // commands are never re-sent
-		"hang":  {wantError, liveLease},
-		"drop":  {wantError, liveLease},
-		"delay": {wantLease, liveLease},
-	}},
+		"500": {wantError, liveLease}, "429": {wantError, liveLease}, "hang": {wantError, liveLease}, "drop": {wantError, liveLease}, "delay": {wantLease, liveLease}}},
+	// Best effort (docs/behavior.md#warm-window): the resume completes whatever the setter does.
 	{op: "resume-warm", name: "raise auto-stop", fault: daytonatest.Fault{Route: rAutostop}, expect: map[string]outcome{
-		// Best effort (docs/behavior.md#warm-window): the resume completes whatever the setter does.
-		"500":   {wantLease, liveLease},
-		"429":   {wantLease, liveLease},
-		"hang":  {wantLease, liveLease},
-		"drop":  {wantLease, liveLease},
-		"delay": {wantLease, liveLease},
-	}},
+		"500": {wantLease, liveLease}, "429": {wantLease, liveLease}, "hang": {wantLease, liveLease}, "drop": {wantLease, liveLease}, "delay": {wantLease, liveLease}}},
+	// 429: retried after Retry-After
 	{op: "resume-recover", name: "recover", fault: daytonatest.Fault{Route: rRecover}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantLease, liveLease}, // retried after Retry-After
-		"hang":  {wantError, liveLease},
-		"drop":  {wantError, liveLease},
-		"delay": {wantLease, liveLease},
-	}},
+		"500": {wantError, liveLease}, "429": {wantLease, liveLease}, "hang": {wantError, liveLease}, "drop": {wantError, liveLease}, "delay": {wantLease, liveLease}}},
+	// Anything but a finished recovery is the typed recover_unfinished.
 	{op: "stop-recover", name: "recover", fault: daytonatest.Fault{Route: rRecover}, expect: map[string]outcome{
-		// Anything but a finished recovery is the typed recover_unfinished.
-		"500":   {wantError, liveLease},
-		"429":   {wantStopped, liveLease},
-		"hang":  {wantError, liveLease},
-		"drop":  {wantError, liveLease},
-		"delay": {wantStopped, liveLease},
-	}},
+		"500": {wantError, liveLease}, "429": {wantStopped, liveLease}, "hang": {wantError, liveLease}, "drop": {wantError, liveLease}, "delay": {wantStopped, liveLease}}},
+	// 500: falls back to delete
+	// 429: retried after Retry-After
+	// hang: the host's deadline ends it: no receipt, nothing deleted
 	{op: "release-archive", name: "archive", fault: daytonatest.Fault{Route: rArchive}, expect: map[string]outcome{
-		"500":   {wantDestroyed, liveNone}, // falls back to delete
-		"429":   {wantStopped, liveLease},  // retried after Retry-After
-		"hang":  {wantError, liveLease},    // the host's deadline ends it: no receipt, nothing deleted
-		"drop":  {wantDestroyed, liveNone},
-		"delay": {wantStopped, liveLease},
-	}},
+		"500": {wantDestroyed, liveNone}, "429": {wantStopped, liveLease}, "hang": {wantError, liveLease}, "drop": {wantDestroyed, liveNone}, "delay": {wantStopped, liveLease}}},
+	// 429: Retry-After (10 s) does not fit the 5 s liveness bound
+	// hang: bounded by livenessTimeoutMs
 	{op: "release", name: "fresh read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantError, liveLease}, // Retry-After (10 s) does not fit the 5 s liveness bound
-		"hang":  {wantError, liveLease}, // bounded by livenessTimeoutMs
-		"drop":  {wantDestroyed, liveNone},
-		"delay": {wantDestroyed, liveNone},
-	}},
+		"500": {wantError, liveLease}, "429": {wantError, liveLease}, "hang": {wantError, liveLease}, "drop": {wantDestroyed, liveNone}, "delay": {wantDestroyed, liveNone}}},
 	{op: "release", name: "delete", fault: daytonatest.Fault{Method: "DELETE", Route: rSandbox}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantDestroyed, liveNone},
-		"hang":  {wantError, liveLease},
-		"drop":  {wantDestroyed, liveNone},
-		"delay": {wantDestroyed, liveNone},
-	}},
+		"500": {wantError, liveLease}, "429": {wantDestroyed, liveNone}, "hang": {wantError, liveLease}, "drop": {wantDestroyed, liveNone}, "delay": {wantDestroyed, liveNone}}},
+	// 500: deleted, but not confirmed: no receipt (the host's destroy retry confirms)
 	{op: "release", name: "wait for destruction", fault: daytonatest.Fault{Method: "GET", Route: rSandbox, Skip: 1}, expect: map[string]outcome{
-		"500":   {wantError, liveNone}, // deleted, but not confirmed: no receipt (the host's destroy retry confirms)
-		"429":   {wantDestroyed, liveNone},
-		"hang":  {wantError, liveNone},
-		"drop":  {wantDestroyed, liveNone},
-		"delay": {wantDestroyed, liveNone},
-	}},
+		"500": {wantError, liveNone}, "429": {wantDestroyed, liveNone}, "hang": {wantError, liveNone}, "drop": {wantDestroyed, liveNone}, "delay": {wantDestroyed, liveNone}}},
+	// 500: falls back to delete-and-wait
+	// hang: the host's deadline ends it first: no receipt, nothing deleted
 	{op: "release-reusable", name: "stop", fault: daytonatest.Fault{Route: rStop}, expect: map[string]outcome{
-		"500":   {wantDestroyed, liveNone}, // falls back to delete-and-wait
-		"429":   {wantStopped, liveLease},
-		"hang":  {wantError, liveLease}, // the host's deadline ends it first: no receipt, nothing deleted
-		"drop":  {wantDestroyed, liveNone},
-		"delay": {wantStopped, liveLease},
-	}},
+		"500": {wantDestroyed, liveNone}, "429": {wantStopped, liveLease}, "hang": {wantError, liveLease}, "drop": {wantDestroyed, liveNone}, "delay": {wantStopped, liveLease}}},
 	{op: "destroy", name: "delete", fault: daytonatest.Fault{Method: "DELETE", Route: rSandbox}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantDestroyed, liveNone},
-		"hang":  {wantError, liveLease},
-		"drop":  {wantDestroyed, liveNone},
-		"delay": {wantDestroyed, liveNone},
-	}},
+		"500": {wantError, liveLease}, "429": {wantDestroyed, liveNone}, "hang": {wantError, liveLease}, "drop": {wantDestroyed, liveNone}, "delay": {wantDestroyed, liveNone}}},
 	{op: "destroy", name: "wait for destruction", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
-		"500":   {wantError, liveNone},
-		"429":   {wantDestroyed, liveNone},
-		"hang":  {wantError, liveNone},
-		"drop":  {wantDestroyed, liveNone},
-		"delay": {wantDestroyed, liveNone},
-	}},
+		"500": {wantError, liveNone}, "429": {wantDestroyed, liveNone}, "hang": {wantError, liveNone}, "drop": {wantDestroyed, liveNone}, "delay": {wantDestroyed, liveNone}}},
 	{op: "stop", name: "read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantStopped, liveLease},
-		"hang":  {wantError, liveLease},
-		"drop":  {wantStopped, liveLease},
-		"delay": {wantStopped, liveLease},
-	}},
+		"500": {wantError, liveLease}, "429": {wantStopped, liveLease}, "hang": {wantError, liveLease}, "drop": {wantStopped, liveLease}, "delay": {wantStopped, liveLease}}},
+	// 429: Retry-After does not fit the liveness bound
 	{op: "stop", name: "disable auto-delete", fault: daytonatest.Fault{Route: rAutodel}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantError, liveLease}, // Retry-After does not fit the liveness bound
-		"hang":  {wantError, liveLease},
-		"drop":  {wantError, liveLease},
-		"delay": {wantStopped, liveLease},
-	}},
+		"500": {wantError, liveLease}, "429": {wantError, liveLease}, "hang": {wantError, liveLease}, "drop": {wantError, liveLease}, "delay": {wantStopped, liveLease}}},
+	// 429: Retry-After does not fit the liveness bound
 	{op: "stop", name: "confirm read", fault: daytonatest.Fault{Method: "GET", Route: rSandbox, Skip: 1}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantError, liveLease}, // Retry-After does not fit the liveness bound
-		"hang":  {wantError, liveLease},
-		"drop":  {wantStopped, liveLease},
-		"delay": {wantStopped, liveLease},
-	}},
+		"500": {wantError, liveLease}, "429": {wantError, liveLease}, "hang": {wantError, liveLease}, "drop": {wantStopped, liveLease}, "delay": {wantStopped, liveLease}}},
 	{op: "stop", name: "stop", fault: daytonatest.Fault{Route: rStop}, expect: map[string]outcome{
-		"500":   {wantError, liveLease},
-		"429":   {wantStopped, liveLease},
-		"hang":  {wantError, liveLease},
-		"drop":  {wantError, liveLease},
-		"delay": {wantStopped, liveLease},
-	}},
+		"500": {wantError, liveLease}, "429": {wantStopped, liveLease}, "hang": {wantError, liveLease}, "drop": {wantError, liveLease}, "delay": {wantStopped, liveLease}}},
 }
 
 func TestFaultMatrix(t *testing.T) {
@@ -304,7 +224,7 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 	}
 	require.Equal(t, 1, h.Hits(), "the fault applied")
 	if kind == "hang" && workerEnds {
-		var lt *cleanup.LivenessTimeoutError
+		var lt *bound.TimeoutError
 		require.ErrorAs(t, err, &lt, "the worker's liveness bound ended the hang")
 	}
 

@@ -47,7 +47,7 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, run syncFunc) (rp
 	if root = strings.TrimSpace(root); !strings.HasPrefix(root, "/") {
 		return rpc.SyncResult{}, rpc.InvalidParams("Daytona file sync requires the lease's remote working directory")
 	}
-	c, err := d.connect(p.Config)
+	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return rpc.SyncResult{}, err
 	}
@@ -123,9 +123,9 @@ func nulField(f rpc.SyncFileMapping) string {
 
 // postUploadRunner runs a post-upload command verbatim with the lease's
 // shell, one-shot (it must not wait behind a long session command).
-func (d *Driver) postUploadRunner(c *conn, sb *daytona.Sandbox, k scopeKey, shell string) filesync.RunCommandFunc {
+func (d *Driver) postUploadRunner(c *account, sb *daytona.Sandbox, k scopeKey, shell string) filesync.RunCommandFunc {
 	return func(ctx context.Context, command, cwd string, timeout time.Duration) (int, string, string, error) {
-		res, err := d.exec.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)},
+		res, err := d.runner.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)},
 			cmdexec.Request{Command: shell, Args: []string{"-c", command}, Cwd: cwd, Timeout: timeout, BypassSession: true}, nil)
 		if err != nil {
 			return -1, res.Stdout, res.Stderr, err

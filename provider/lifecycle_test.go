@@ -2,6 +2,7 @@ package provider
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,9 +24,7 @@ func (e *testEnv) leaseParams(l lease, cfg map[string]any, extra ...any) map[str
 func maps2(ms ...map[string]any) map[string]any {
 	out := map[string]any{}
 	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
+		maps.Copy(out, m)
 	}
 	return out
 }
@@ -112,9 +111,7 @@ func TestReusableLifecycleRoundTrips(t *testing.T) {
 }
 
 func TestEphemeralReleaseDeletesAndWaits(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"providerLeaseId":"`+id+`","state":"destroyed"}`, string(raw))
@@ -125,9 +122,7 @@ func TestEphemeralReleaseDeletesAndWaits(t *testing.T) {
 }
 
 func TestArchiveOnRelease(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"archiveOnRelease": true})
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, map[string]any{"archiveOnRelease": true})
 	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
 	require.NoError(t, err)
 	require.JSONEq(t, `{"providerLeaseId":"`+id+`","state":"stopped"}`, string(raw))
@@ -137,9 +132,7 @@ func TestArchiveOnRelease(t *testing.T) {
 }
 
 func TestArchiveFailureFallsBackToDelete(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"archiveOnRelease": true})
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, map[string]any{"archiveOnRelease": true})
 	e.srv.Inject(daytonatest.Fault{Route: "/sandbox/{sandboxIdOrName}/archive", Status: 500, Times: 1})
 	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
 	require.NoError(t, err)
@@ -148,9 +141,7 @@ func TestArchiveFailureFallsBackToDelete(t *testing.T) {
 }
 
 func TestReusableStopFailureFallsBackToDelete(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"reuseLease": true})
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
 	e.srv.Inject(daytonatest.Fault{Route: "/sandbox/{sandboxIdOrName}/stop", Status: 500})
 	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
 	require.NoError(t, err)
@@ -171,9 +162,7 @@ func registryOf(d *Driver) *rpc.Registry {
 }
 
 func TestResumeRejectsMismatchedSentinel(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"reuseLease": true})
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
 	s := l.Metadata["workspaceSentinel"].(map[string]any)
 	require.NoError(t, os.WriteFile(s["path"].(string), []byte(`{"token":"someone-else"}`), 0o644))
 	raw, err := e.call("environmentResumeLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", l.Metadata))
@@ -190,9 +179,7 @@ func TestResumeRejectsMismatchedSentinel(t *testing.T) {
 }
 
 func TestEphemeralResumePrecheckMakesNoProviderCall(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	cases := map[string]func(md map[string]any){
 		"missing token":   func(md map[string]any) { delete(md["workspaceSentinel"].(map[string]any), "token") },
 		"missing run":     func(md map[string]any) { delete(md["workspaceSentinel"].(map[string]any), "runId") },

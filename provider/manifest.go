@@ -3,7 +3,6 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 
 	daytonaworker "github.com/daytonaworker/daytona-worker"
@@ -131,25 +130,4 @@ func ManifestJSON(p Profile) ([]byte, error) {
 		doc["version"] = profileVersion(v, p)
 	}
 	return json.Marshal(doc)
-}
-
-// DeclaredCapabilities returns the sandboxCapabilities declared true by the
-// manifest's first driver, sorted.
-func DeclaredCapabilities() ([]string, error) {
-	var m Manifest
-	if err := json.Unmarshal(daytonaworker.ManifestJSON, &m); err != nil {
-		return nil, err
-	}
-	if len(m.EnvironmentDrivers) == 0 {
-		return nil, fmt.Errorf("manifest declares no environment driver")
-	}
-	caps, _ := m.EnvironmentDrivers[0]["sandboxCapabilities"].(map[string]any)
-	var out []string
-	for k, v := range caps {
-		if b, _ := v.(bool); b {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
 }

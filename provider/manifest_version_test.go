@@ -11,14 +11,15 @@ import (
 // refreshes a saved manifest only when the version string changes), and the
 // current profile's stays a valid semver whatever manifest.json holds.
 func TestProfileVersions(t *testing.T) {
-	for v, want := range map[string]string{
-		"0.1.0":          "0.1.0-current",
-		"1.2.3-beta.1":   "1.2.3-beta.1.current",
-		"1.2.3+build.5":  "1.2.3-current+build.5",
-		"1.2.3-rc.1+b.2": "1.2.3-rc.1.current+b.2",
-	} {
-		require.Equal(t, v, profileVersion(v, ProfileCompat2026916))
-		require.Equal(t, want, profileVersion(v, ProfileCurrent), v)
+	cases := [][2]string{ // manifest.json's version, the current profile's
+		{"0.1.0", "0.1.0-current"},
+		{"1.2.3-beta.1", "1.2.3-beta.1.current"},
+		{"1.2.3+build.5", "1.2.3-current+build.5"},
+		{"1.2.3-rc.1+b.2", "1.2.3-rc.1.current+b.2"},
+	}
+	for _, c := range cases {
+		require.Equal(t, c[0], profileVersion(c[0], ProfileCompat2026916))
+		require.Equal(t, c[1], profileVersion(c[0], ProfileCurrent), c[0])
 	}
 	versions := map[string]Profile{}
 	for _, p := range Profiles {

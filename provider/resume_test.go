@@ -19,9 +19,7 @@ import (
 // a release between turns would.
 func reusable(t *testing.T, cfg map[string]any) (*testEnv, lease, string) {
 	t.Helper()
-	e := newTestEnv(t, with(map[string]any{"reuseLease": true}, flat(cfg)...))
-	l := e.acquire(nil)
-	return e, l, *l.ProviderLeaseID
+	return leased(t, with(map[string]any{"reuseLease": true}, flat(cfg)...))
 }
 
 func flat(m map[string]any) []any {
@@ -287,8 +285,7 @@ func TestResumeGivesUpOnRepeatedRefusalsWithATransientError(t *testing.T) {
 
 func TestResumeForgetsTheSessionOnlyWhenTheSandboxRestarts(t *testing.T) {
 	e, l, id := reusable(t, nil)
-	w := &recordingWork{}
-	e.use(e.driverWith(func(o *Options) { o.Work = w }))
+	w := e.recordWork()
 	// Still running: the session survives.
 	_, err := e.call("environmentResumeLease", e.resumeParams(l, nil))
 	require.NoError(t, err)
@@ -305,9 +302,7 @@ func TestResumeForgetsTheSessionOnlyWhenTheSandboxRestarts(t *testing.T) {
 func TestResumeRefusesWhileCancelledWorkIsSettling(t *testing.T) {
 	e, l, id := reusable(t, nil)
 	gate := make(chan struct{})
-	e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
-	realize := e.async("environmentRealizeWorkspace", e.realizeParams(l))
-	e.awaitRequests("POST", rNewFolder, 1)
+	realize := e.realizeHeld(l, gate)
 	// The Stop button: closes admission while the realize still runs.
 	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
 	require.NoError(t, err)
@@ -431,9 +426,7 @@ func TestResumeOfASandboxBeingDestroyedExpires(t *testing.T) {
 	e, l, id := reusable(t, nil)
 	release := e.srv.HoldTransitions(id)
 	defer release()
-	client, err := daytona.NewClient(daytona.WithAPIURL(e.srv.URL()), daytona.WithAPIKey(e.srv.APIKey()))
-	require.NoError(t, err)
-	_, _, err = client.Sandboxes.Delete(t.Context(), id) // someone deleted it; destruction in progress
+	_, _, err := e.client.Sandboxes.Delete(t.Context(), id) // someone deleted it; destruction in progress
 	require.NoError(t, err)
 	e.srv.ResetRequests()
 	raw, err := e.call("environmentResumeLease", e.resumeParams(l, nil))

@@ -82,7 +82,7 @@ func parseSetup(out string) (setupResult, error) {
 
 // runSetup runs a script with the one-shot execute API and fails on a
 // non-zero exit.
-func runScript(ctx context.Context, c *conn, sb *daytona.Sandbox, script string, timeoutSec int64) (string, error) {
+func runScript(ctx context.Context, c *account, sb *daytona.Sandbox, script string, timeoutSec int64) (string, error) {
 	res, _, err := c.client.Toolbox.Execute(ctx, sb.Ref(), &daytona.ExecuteRequest{Command: script, Timeout: int(timeoutSec)})
 	if err != nil {
 		return "", err
@@ -160,11 +160,4 @@ func sentinelFile(in sentinelInputs, token, writtenAt string) []byte {
 	}
 	b.WriteString("}")
 	return b.Bytes()
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
 }

@@ -16,9 +16,7 @@ import (
 // evidence (docs/behavior.md#idle-sleep).
 
 func TestHandleCacheSingleFlightsConcurrentMisses(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	e.use(e.newDriver()) // nothing cached
 	gate := make(chan struct{})
 	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Gate: gate})
@@ -38,9 +36,7 @@ func TestHandleCacheSingleFlightsConcurrentMisses(t *testing.T) {
 }
 
 func TestHandleCacheIsNotSharedAcrossScopes(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	e.srv.ResetRequests()
 	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
 	require.NoError(t, err)
@@ -79,9 +75,7 @@ func TestHandleCacheDoesNotCacheAFailedPopulate(t *testing.T) {
 }
 
 func TestHandleCacheRejectsAHandleOfAnotherSandbox(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	e.use(e.newDriver())
 	other := e.dto(id, func(sb *daytona.Sandbox) { sb.ID = "sandbox-other" })
 	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Status: 200, Body: other, Times: 1})
@@ -213,9 +207,7 @@ func TestHealthReportsIdleEvidence(t *testing.T) {
 
 	// In-flight hook and provider request.
 	gate := make(chan struct{})
-	e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
-	realize := e.async("environmentRealizeWorkspace", e.realizeParams(a))
-	e.awaitRequests("POST", rNewFolder, 1)
+	realize := e.realizeHeld(a, gate)
 	r := idle()
 	require.Equal(t, 1, r.PendingHooks)
 	require.Equal(t, 1, r.ProviderRequests)
@@ -241,9 +233,7 @@ func TestHealthReportsIdleEvidence(t *testing.T) {
 }
 
 func TestHealthProviderRequestDuringAHang(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"reuseLease": true, "livenessTimeoutMs": 60000})
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, map[string]any{"reuseLease": true, "livenessTimeoutMs": 60000})
 	require.NoError(t, e.srv.SetError(id, daytonatest.MissingContainerReason(id), false))
 	f := e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Skip: 1, Hang: true, Times: 1})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -265,9 +255,7 @@ func TestOverlappingWorkKeepsAllocationEvidenceUntilAQuietReceipt(t *testing.T) 
 	e := newTestEnv(t, nil)
 	l := e.acquire(nil)
 	gate := make(chan struct{})
-	e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
-	realize := e.async("environmentRealizeWorkspace", e.realizeParams(l))
-	e.awaitRequests("POST", rNewFolder, 1)
+	realize := e.realizeHeld(l, gate)
 	_, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
 	require.NoError(t, err)
 	require.Equal(t, 1, e.d.idle.report().Allocations, "work overlapped the stop: not proof")
@@ -314,9 +302,7 @@ func TestHandleCacheKeepsConcurrentLeasesApart(t *testing.T) {
 }
 
 func TestExecuteAfterReleaseIsRefused(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	// Queued behind the teardown gate: refused once the tombstone is set.
 	end := e.d.scopes.beginTeardown(e.scopeOf(id))
 	_, err := e.execute(l, "true", nil)
@@ -395,8 +381,8 @@ func writeFile(path, content string) error { return os.WriteFile(path, []byte(co
 
 func TestRealizeRestartingASandboxForgetsTheSessionAndRecachesIt(t *testing.T) {
 	e := newTestEnv(t, nil)
-	clock, w := newFakeClock(), &recordingWork{}
-	e.use(e.driverWith(func(o *Options) { o.Now, o.Work = clock.Now, w }))
+	clock, w := newFakeClock(), newRecordingWork()
+	e.use(e.driverWith(func(o *Options) { o.Now, o.runner = clock.Now, w }))
 	l := e.acquire(nil)
 	id := *l.ProviderLeaseID
 	require.NoError(t, e.srv.StopSandbox(id))
@@ -414,9 +400,7 @@ func TestRealizeRestartingASandboxForgetsTheSessionAndRecachesIt(t *testing.T) {
 }
 
 func TestAWaiterIsNotFailedByThePopulatingCallersCancellation(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	e.use(e.newDriver())
 	gate := make(chan struct{})
 	defer close(gate)

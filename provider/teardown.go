@@ -7,21 +7,18 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// LeaseWork is what teardown needs from command execution: the exec
-// package's runner satisfies it. Keys are the lease scope keys.
-type LeaseWork interface {
-	// Cancel ends in-flight commands of the lease now (cancelActiveWork,
-	// stop); later commands fail as no longer active.
-	Cancel(key string)
-	// Close deletes the lease's persistent session.
-	Close(ctx context.Context, key string) error
-	// Forget drops the session record: the sandbox restarted.
-	Forget(key string)
-}
+// Bounds of stopping (docs/behavior.md#stop, docs/behavior.md#recover-then-stop):
+// stopStepCap caps each step of the Stop button and stop lease, and
+// recoverWaitBound the one recover stop-only may try.
+const (
+	stopStepCap      = 30 * time.Second
+	recoverWaitBound = 20 * time.Second
+)
 
 // StopErrorSchema names the typed stop error's data (docs/host.md#newer-contract,
 // proposed; kept here and nowhere else).
@@ -70,14 +67,14 @@ func (e *StopError) RPCData() any {
 // gate (admission closed first), one deadline, evidence bookkeeping.
 type teardown struct {
 	d   *Driver
-	c   *conn
+	c   *account
 	k   scopeKey
 	id  string
 	gen uint64
 }
 
 func (d *Driver) beginTeardown(p rpc.ReleaseParams) (*teardown, func(), error) {
-	c, err := d.connect(p.Config)
+	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -110,23 +107,27 @@ func (t *teardown) receipt(state string) *rpc.Receipt {
 	return &rpc.Receipt{ProviderLeaseID: t.id, State: state}
 }
 
+// drainStepBound caps each bridge-cleanup step of a teardown; a shorter
+// livenessTimeoutMs caps it further.
+const drainStepBound = 10 * time.Second
+
 // drain runs the bridge cleanup before termination (docs/behavior.md#release
 // step 4): wait for activity, delete the session. Each step is bounded and
 // its failure only logged: a hung drain never blocks termination.
 func (t *teardown) drain(ctx context.Context) {
-	bound := 10 * time.Second
-	if b, ok := t.c.cfg.LivenessBound(); ok && b < bound {
-		bound = max(time.Millisecond, b)
+	limit := drainStepBound
+	if b, ok := t.c.cfg.LivenessBound(); ok && b < limit {
+		limit = max(time.Millisecond, b)
 	}
 	steps := []struct {
 		op string
 		fn func(context.Context) error
 	}{
 		{"sandbox.activityDrain", func(ctx context.Context) error { return t.d.scopes.waitIdle(ctx, t.k) }},
-		{"sandbox.sessionTeardown", func(ctx context.Context) error { return t.d.work.Close(ctx, string(t.k)) }},
+		{"sandbox.sessionTeardown", func(ctx context.Context) error { return t.d.runner.CloseLease(ctx, string(t.k)) }},
 	}
 	for _, s := range steps {
-		if err := cleanup.WithLiveness(ctx, s.op, bound, s.fn); err != nil {
+		if err := bound.Call(ctx, s.op, limit, s.fn); err != nil {
 			t.d.log.Warn("Sandbox bridge cleanup failed; continuing provider termination.", "op", s.op, "err", err)
 		}
 	}
@@ -138,9 +139,9 @@ func (t *teardown) drain(ctx context.Context) {
 func (t *teardown) fresh(ctx context.Context, max time.Duration) (*daytona.Sandbox, error) {
 	t.observe()
 	var sb *daytona.Sandbox
-	err := t.c.liveness(ctx, "sandbox.refreshData", max, func(ctx context.Context) error {
+	err := t.c.boundCall(ctx, "sandbox.refreshData", max, func(ctx context.Context) error {
 		var err error
-		sb, err = t.c.getOrNil(ctx, t.id)
+		sb, err = t.c.sandboxOrNil(ctx, t.id)
 		return err
 	})
 	return sb, err
@@ -153,9 +154,9 @@ func (t *teardown) fresh(ctx context.Context, max time.Duration) (*daytona.Sandb
 // the sandbox settles. A sandbox Daytona stopped is the receipt; a started
 // one is stopped again. Falling back to delete for a busy stop would destroy
 // a sandbox the caller asked to keep.
-func (t *teardown) stopAndWait(ctx context.Context, bound time.Duration) error {
+func (t *teardown) stopAndWait(ctx context.Context, limit time.Duration) error {
 	api := t.c.client.Sandboxes
-	return cleanup.WithLiveness(ctx, "sandbox.stop", bound, func(ctx context.Context) error {
+	return bound.Call(ctx, "sandbox.stop", limit, func(ctx context.Context) error {
 		for attempt := 0; ; attempt++ {
 			_, _, err := api.Stop(ctx, t.id, false)
 			if err == nil {
@@ -195,7 +196,7 @@ func retained(s daytona.SandboxState) bool {
 // had to wait.
 func (t *teardown) deleteAndWait(ctx context.Context) error {
 	api := t.c.client.Sandboxes
-	return cleanup.WithLiveness(ctx, "sandbox.delete", t.c.cfg.AcquireBudget()+startMargin, func(ctx context.Context) error {
+	return bound.Call(ctx, "sandbox.delete", t.c.cfg.AcquireBudget()+startMargin, func(ctx context.Context) error {
 		err := cleanup.DeleteAndWait(ctx, api, t.id)
 		for attempt := 0; errors.Is(err, daytona.ErrConflict) && attempt < maxDeleteRetries; attempt++ {
 			_, werr := api.WaitForState(ctx, t.id, daytona.StateStarted, daytona.StateStopped,
@@ -230,7 +231,7 @@ func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 	if p.CancelActiveWork {
 		// The Stop button: end running commands now, stop without waiting
 		// for them, never delete.
-		d.work.Cancel(string(t.k))
+		d.runner.CancelLease(string(t.k))
 		sb, err := t.fresh(ctx, stopStepCap)
 		if err != nil {
 			return nil, err
@@ -243,7 +244,7 @@ func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 				return nil, err
 			}
 		}
-		d.work.Forget(string(t.k))
+		d.runner.ForgetSessions(string(t.k))
 		return t.receipt("stopped"), nil
 	}
 	t.drain(ctx)
@@ -311,7 +312,7 @@ func (d *Driver) destroy(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 	if err := t.deleteAndWait(ctx); err != nil {
 		return nil, err
 	}
-	d.work.Forget(string(t.k))
+	d.runner.ForgetSessions(string(t.k))
 	return t.receipt("destroyed"), nil
 }
 
@@ -324,7 +325,7 @@ func (d *Driver) destroyFailedCreate(ctx context.Context, p rpc.ReleaseParams, r
 	if err != nil || env.CompanyID != p.CompanyID || env.EnvironmentID != p.EnvironmentID || env.ProviderLeaseID != id {
 		return nil, cleanup.ErrScope
 	}
-	c, err := d.connect(p.Config)
+	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -362,8 +363,8 @@ func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, e
 	// Under the host's timeoutMs + 30 s, with room for one bounded recover.
 	ctx, cancel := context.WithTimeout(ctx, cfg.AcquireBudget()+startMargin+recoverWaitBound)
 	defer cancel()
-	d.work.Cancel(string(t.k))
-	sb, err := t.c.getOrNil(ctx, t.id)
+	d.runner.CancelLease(string(t.k))
+	sb, err := t.c.sandboxOrNil(ctx, t.id)
 	if err != nil {
 		return nil, err
 	}
@@ -372,7 +373,7 @@ func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, e
 	}
 	// The policy first: only a fresh read that shows auto-delete disabled
 	// counts; otherwise nothing is stopped or deleted.
-	if err := t.c.liveness(ctx, "sandbox.setAutoDeleteInterval", stopStepCap, func(ctx context.Context) error {
+	if err := t.c.boundCall(ctx, "sandbox.setAutoDeleteInterval", stopStepCap, func(ctx context.Context) error {
 		_, _, err := t.c.client.Sandboxes.SetAutoDeleteInterval(ctx, t.id, -1)
 		return err
 	}); err != nil {
@@ -413,6 +414,6 @@ func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, e
 			return nil, err
 		}
 	}
-	d.work.Forget(string(t.k))
+	d.runner.ForgetSessions(string(t.k))
 	return t.receipt("stopped"), nil
 }

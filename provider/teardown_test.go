@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -15,63 +14,34 @@ import (
 
 // Release, destroy and stop (docs/behavior.md#stop, docs/behavior.md#release, docs/behavior.md#destroy, docs/behavior.md#recover-then-stop).
 
-func receiptJSON(id, state string) string {
-	return `{"providerLeaseId":"` + id + `","state":"` + state + `"}`
-}
-
-// callCtx calls a method under the caller's own deadline (the host's RPC
-// timeout), for paths whose provider bound is longer than a test should wait.
-func (e *testEnv) callCtx(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	e.t.Helper()
-	h, ok := e.reg.Lookup(method)
-	require.True(e.t, ok)
-	res, err := h(ctx, mustJSON(e.t, params))
-	if err != nil {
-		return nil, err
-	}
-	return mustJSON(e.t, res), nil
-}
-
 func TestCancelActiveWorkStopsWithoutWaitingForInFlightWork(t *testing.T) {
-	for _, reuse := range []bool{false, true} {
-		t.Run(map[bool]string{false: "ephemeral", true: "reusable"}[reuse], func(t *testing.T) {
-			t.Parallel()
-			e := newTestEnv(t, map[string]any{"reuseLease": reuse})
-			w := &recordingWork{}
-			e.use(e.driverWith(func(o *Options) { o.Work = w }))
-			l := e.acquire(nil)
-			id := *l.ProviderLeaseID
-			gate := make(chan struct{})
-			defer close(gate)
-			e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
-			realize := e.async("environmentRealizeWorkspace", e.realizeParams(l))
-			e.awaitRequests("POST", rNewFolder, 1)
+	eachReuse(t, func(t *testing.T, reuse bool) {
+		e, l, id, w := leasedRecording(t, map[string]any{"reuseLease": reuse})
+		gate := make(chan struct{})
+		defer close(gate)
+		realize := e.realizeHeld(l, gate)
 
-			raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
-			require.NoError(t, err)
-			require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
-			select {
-			case <-realize:
-				t.Fatal("the in-flight realize was waited for")
-			default:
-			}
-			require.Equal(t, 1, w.count("cancel"), "running commands are cancelled")
-			require.Zero(t, w.count("close"), "no drain")
-			require.Equal(t, "stopped", e.state(id))
-			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "the Stop button never deletes")
-			require.Zero(t, e.srv.CountRequests("POST", rStart))
+		raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
+		e.requireReceipt(raw, err, id, "stopped")
+		select {
+		case <-realize:
+			t.Fatal("the in-flight realize was waited for")
+		default:
+		}
+		require.Equal(t, 1, w.count("cancel"), "running commands are cancelled")
+		require.Zero(t, w.count("close"), "no drain")
+		require.Equal(t, "stopped", e.state(id))
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "the Stop button never deletes")
+		require.Zero(t, e.srv.CountRequests("POST", rStart))
 
-			// Later work is refused.
-			_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
-			require.ErrorContains(t, err, "Daytona sandbox lease "+id+" is no longer active.")
-		})
-	}
+		// Later work is refused.
+		_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+		require.ErrorContains(t, err, "Daytona sandbox lease "+id+" is no longer active.")
+	})
 }
 
 func TestCancelActiveWorkWithoutAReceiptWhenStopIsRejected(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	e.srv.Inject(daytonatest.Fault{Route: rStop, Status: 500})
 	_, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
 	require.Error(t, err, "no termination receipt")
@@ -100,167 +70,112 @@ func heldReceipt(t *testing.T, e *testEnv, id, method string, params any, provid
 }
 
 func TestReceiptsOnlyAfterTheProviderConfirmed(t *testing.T) {
-	t.Run("release stop", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, map[string]any{"reuseLease": true})
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		r := heldReceipt(t, e, id, "environmentReleaseLease", e.leaseParams(l, nil), [2]string{"POST", rStop})
-		require.NoError(t, r.err)
-		require.JSONEq(t, receiptJSON(id, "stopped"), string(r.raw))
-		require.Equal(t, "stopped", e.state(id))
-	})
-	t.Run("release delete", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		r := heldReceipt(t, e, id, "environmentReleaseLease", e.leaseParams(l, nil), [2]string{"DELETE", rSandbox})
-		require.NoError(t, r.err)
-		require.JSONEq(t, receiptJSON(id, "destroyed"), string(r.raw))
-		require.Equal(t, "gone", e.state(id))
-	})
-	t.Run("destroy", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		r := heldReceipt(t, e, id, "environmentDestroyLease", e.leaseParams(l, nil), [2]string{"DELETE", rSandbox})
-		require.NoError(t, r.err)
-		require.JSONEq(t, receiptJSON(id, "destroyed"), string(r.raw))
-		require.Equal(t, "gone", e.state(id))
-	})
-	t.Run("stop", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		r := heldReceipt(t, e, id, "environmentStopLease", e.leaseParams(l, nil), [2]string{"POST", rStop})
-		require.NoError(t, r.err)
-		require.JSONEq(t, receiptJSON(id, "stopped"), string(r.raw))
-	})
-	t.Run("cancelActiveWork", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		r := heldReceipt(t, e, id, "environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true), [2]string{"POST", rStop})
-		require.NoError(t, r.err)
-		require.JSONEq(t, receiptJSON(id, "stopped"), string(r.raw))
-	})
+	cases := []struct {
+		name, teardown string
+		reuse          bool
+		providerCall   [2]string
+		receipt, after string // after: the sandbox's state then ("" unchecked)
+	}{
+		{"release stop", "environmentReleaseLease", true, [2]string{"POST", rStop}, "stopped", "stopped"},
+		{"release delete", "environmentReleaseLease", false, [2]string{"DELETE", rSandbox}, "destroyed", "gone"},
+		{"destroy", "environmentDestroyLease", false, [2]string{"DELETE", rSandbox}, "destroyed", "gone"},
+		{"stop", "environmentStopLease", false, [2]string{"POST", rStop}, "stopped", ""},
+		{"cancelActiveWork", "cancelActiveWork", false, [2]string{"POST", rStop}, "stopped", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, l, id := leased(t, map[string]any{"reuseLease": tc.reuse})
+			method, params := e.teardownCall(l, tc.teardown)
+			r := heldReceipt(t, e, id, method, params, tc.providerCall)
+			e.requireReceipt(r.raw, r.err, id, tc.receipt)
+			if tc.after != "" {
+				require.Equal(t, tc.after, e.state(id))
+			}
+		})
+	}
 }
 
 func TestReleaseRefreshesACachedStoppedHandle(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"reuseLease": true})
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
 	// The cache believes the sandbox is stopped; Daytona says started.
 	k := e.scopeOf(id)
 	e.d.handles.seed(k, &daytona.Sandbox{ID: id, State: daytona.StateStopped})
 	e.srv.ResetRequests()
 	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+	e.requireReceipt(raw, err, id, "stopped")
 	require.Equal(t, 1, e.srv.CountRequests("POST", rStop), "the cached state is not a receipt")
 	require.Equal(t, "stopped", e.state(id))
 }
 
 func TestReleaseFallsBackToDeleteWhenStoppingAnErroredReusableLeaseFails(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"reuseLease": true})
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
 	require.NoError(t, e.srv.SetError(id, "runner failure", false))
 	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+	e.requireReceipt(raw, err, id, "destroyed")
 	e.expectLive() // an errored sandbox is hidden (GET 404) once its delete is accepted
 }
 
 func TestReleaseFallsBackToDeleteWhenAStopFailsMidCall(t *testing.T) {
-	e := newTestEnv(t, map[string]any{"reuseLease": true})
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
 	// Daytona began stopping, then the reply was lost.
 	e.srv.Inject(daytonatest.Fault{Route: rStop, Perform: true, Drop: true, Times: 1})
 	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+	e.requireReceipt(raw, err, id, "destroyed")
 	e.expectLive()
 }
 
 func TestTeardownWaitsForAnInFlightActivityBeforeCleanup(t *testing.T) {
-	for _, method := range []string{"environmentReleaseLease", "environmentDestroyLease"} {
-		t.Run(method, func(t *testing.T) {
-			t.Parallel()
-			e := newTestEnv(t, nil)
-			w := &recordingWork{}
-			e.use(e.driverWith(func(o *Options) { o.Work = w }))
-			l := e.acquire(nil)
-			id := *l.ProviderLeaseID
-			k := e.scopeOf(id)
-			gate := make(chan struct{})
-			e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
-			realize := e.async("environmentRealizeWorkspace", e.realizeParams(l))
-			e.awaitRequests("POST", rNewFolder, 1)
-			done := e.async(method, e.leaseParams(l, nil))
-			awaitScope(t, e.d, k, func(st *scopeState) bool { return st.teardowns == 1 })
-			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "cleanup waits for the activity")
-			require.Zero(t, w.count("close"), "the session is closed after the activity ended")
-			close(gate)
-			require.NoError(t, wait(t, realize).err, "the in-flight realize finished on a live sandbox")
-			r := wait(t, done)
-			require.NoError(t, r.err)
-			require.JSONEq(t, receiptJSON(id, "destroyed"), string(r.raw))
-			require.Equal(t, 1, w.count("close"), "bridge drain closes the session")
-			e.expectLive()
-		})
-	}
+	eachName(t, []string{"environmentReleaseLease", "environmentDestroyLease"}, func(t *testing.T, method string) {
+		e, l, id, w := leasedRecording(t, nil)
+		k := e.scopeOf(id)
+		gate := make(chan struct{})
+		realize := e.realizeHeld(l, gate)
+		done := e.async(method, e.leaseParams(l, nil))
+		awaitScope(t, e.d, k, func(st *scopeState) bool { return st.teardowns == 1 })
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "cleanup waits for the activity")
+		require.Zero(t, w.count("close"), "the session is closed after the activity ended")
+		close(gate)
+		require.NoError(t, wait(t, realize).err, "the in-flight realize finished on a live sandbox")
+		r := wait(t, done)
+		e.requireReceipt(r.raw, r.err, id, "destroyed")
+		require.Equal(t, 1, w.count("close"), "bridge drain closes the session")
+		e.expectLive()
+	})
 }
 
 func TestTeardownTerminatesWhenBridgeActivityNeverSettles(t *testing.T) {
-	for _, method := range []string{"environmentReleaseLease", "environmentDestroyLease"} {
-		t.Run(method, func(t *testing.T) {
-			t.Parallel()
-			// The liveness bound ends the hung drain; it also bounds the
-			// healthy fresh read, so it is far above one on a loaded machine.
-			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 5000})
-			l := e.acquire(nil)
-			id := *l.ProviderLeaseID
-			gate := make(chan struct{})
-			defer close(gate)
-			e.srv.Inject(daytonatest.Fault{Route: rNewFolder, Gate: gate, Times: 1})
-			e.async("environmentRealizeWorkspace", e.realizeParams(l))
-			e.awaitRequests("POST", rNewFolder, 1)
-			raw, err := e.call(method, e.leaseParams(l, nil))
-			require.NoError(t, err, "a hung drain never blocks termination")
-			require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
-			require.Equal(t, "gone", e.state(id))
-		})
-	}
+	eachName(t, []string{"environmentReleaseLease", "environmentDestroyLease"}, func(t *testing.T, method string) {
+		// The liveness bound ends the hung drain; it also bounds the
+		// healthy fresh read, so it is far above one on a loaded machine.
+		e, l, id := leased(t, map[string]any{"livenessTimeoutMs": 5000})
+		gate := make(chan struct{})
+		defer close(gate)
+		e.realizeHeld(l, gate)
+		raw, err := e.call(method, e.leaseParams(l, nil))
+		require.NoError(t, err, "a hung drain never blocks termination")
+		require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+		require.Equal(t, "gone", e.state(id))
+	})
 }
 
 func TestLateWorkAfterTeardownIsRefused(t *testing.T) {
-	for _, method := range []string{"environmentReleaseLease", "environmentDestroyLease", "environmentStopLease"} {
-		t.Run(method, func(t *testing.T) {
-			t.Parallel()
-			e := newTestEnv(t, map[string]any{"reuseLease": true})
-			l := e.acquire(nil)
-			_, err := e.call(method, e.leaseParams(l, nil))
-			require.NoError(t, err)
-			_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
-			var inactive *LeaseInactiveError
-			require.ErrorAs(t, err, &inactive)
-			require.EqualError(t, err, "Daytona sandbox lease "+*l.ProviderLeaseID+" is no longer active.")
-		})
-	}
+	eachName(t, []string{"environmentReleaseLease", "environmentDestroyLease", "environmentStopLease"}, func(t *testing.T, method string) {
+		e := newTestEnv(t, map[string]any{"reuseLease": true})
+		l := e.acquire(nil)
+		_, err := e.call(method, e.leaseParams(l, nil))
+		require.NoError(t, err)
+		_, err = e.call("environmentRealizeWorkspace", e.realizeParams(l))
+		var inactive *LeaseInactiveError
+		require.ErrorAs(t, err, &inactive)
+		require.EqualError(t, err, "Daytona sandbox lease "+*l.ProviderLeaseID+" is no longer active.")
+	})
 }
 
 func TestQueuedWorkIsRefusedOnceTheTeardownBegins(t *testing.T) {
 	// A realize that arrives while a teardown holds the gate waits, then
 	// finds the tombstone (docs/behavior.md#gates).
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	k := e.scopeOf(id)
 	end := e.d.scopes.beginTeardown(k)
 	_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
@@ -288,39 +203,30 @@ func (e *testEnv) requestIndex(method, route string) int {
 }
 
 func TestStopDisablesAutoDeleteAndConfirmsItBeforeStopping(t *testing.T) {
-	for _, reuse := range []bool{false, true} {
-		t.Run(map[bool]string{false: "ephemeral", true: "reusable"}[reuse], func(t *testing.T) {
-			t.Parallel()
-			e := newTestEnv(t, map[string]any{"reuseLease": reuse})
-			w := &recordingWork{}
-			e.use(e.driverWith(func(o *Options) { o.Work = w }))
-			l := e.acquire(nil)
-			id := *l.ProviderLeaseID
-			e.srv.ResetRequests()
-			raw, err := e.stop(l)
-			require.NoError(t, err)
-			require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
-			info := e.info(id)
-			require.Equal(t, "stopped", info.State)
-			require.Equal(t, -1, info.AutoDeleteInterval, "the stopped work is retained")
-			setter, stop := e.requestIndex("POST", rAutodel), e.requestIndex("POST", rStop)
-			require.True(t, setter >= 0 && stop > setter)
-			confirmed := false
-			for _, r := range e.srv.Requests()[setter+1 : stop] {
-				confirmed = confirmed || (r.Method == "GET" && r.Route == rSandbox)
-			}
-			require.True(t, confirmed, "a fresh read between setter and stop: %v", e.srv.Requests())
-			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
-			require.Zero(t, e.srv.CountRequests("POST", rArchive))
-			require.Equal(t, 1, w.count("cancel"))
-			require.Equal(t, 1, w.count("forget"))
-			// An already stopped sandbox: confirmed again, not stopped twice.
-			raw, err = e.stop(l)
-			require.NoError(t, err)
-			require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
-			require.Equal(t, 1, e.srv.CountRequests("POST", rStop))
-		})
-	}
+	eachReuse(t, func(t *testing.T, reuse bool) {
+		e, l, id, w := leasedRecording(t, map[string]any{"reuseLease": reuse})
+		e.srv.ResetRequests()
+		raw, err := e.stop(l)
+		e.requireReceipt(raw, err, id, "stopped")
+		info := e.info(id)
+		require.Equal(t, "stopped", info.State)
+		require.Equal(t, -1, info.AutoDeleteInterval, "the stopped work is retained")
+		setter, stop := e.requestIndex("POST", rAutodel), e.requestIndex("POST", rStop)
+		require.True(t, setter >= 0 && stop > setter)
+		confirmed := false
+		for _, r := range e.srv.Requests()[setter+1 : stop] {
+			confirmed = confirmed || (r.Method == "GET" && r.Route == rSandbox)
+		}
+		require.True(t, confirmed, "a fresh read between setter and stop: %v", e.srv.Requests())
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+		require.Zero(t, e.srv.CountRequests("POST", rArchive))
+		require.Equal(t, 1, w.count("cancel"))
+		require.Equal(t, 1, w.count("forget"))
+		// An already stopped sandbox: confirmed again, not stopped twice.
+		raw, err = e.stop(l)
+		e.requireReceipt(raw, err, id, "stopped")
+		require.Equal(t, 1, e.srv.CountRequests("POST", rStop))
+	})
 }
 
 func TestStopRetentionPolicyFailuresNeverStop(t *testing.T) {
@@ -338,9 +244,7 @@ func TestStopRetentionPolicyFailuresNeverStop(t *testing.T) {
 			t.Parallel()
 			// Healthy bounded reads run in every case: the bound is far
 			// above one on a loaded machine and only ends the hang.
-			e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 5000})
-			l := e.acquire(nil)
-			id := *l.ProviderLeaseID
+			e, l, id := leased(t, map[string]any{"livenessTimeoutMs": 5000})
 			e.srv.Inject(tc.fault)
 			e.srv.ResetRequests()
 			_, err := e.stop(l)
@@ -355,22 +259,17 @@ func TestStopRetentionPolicyFailuresNeverStop(t *testing.T) {
 }
 
 func TestStopFailureRetainsTheSandbox(t *testing.T) {
-	for _, reuse := range []bool{false, true} {
-		t.Run(map[bool]string{false: "ephemeral", true: "reusable"}[reuse], func(t *testing.T) {
-			t.Parallel()
-			e := newTestEnv(t, map[string]any{"reuseLease": reuse})
-			l := e.acquire(nil)
-			id := *l.ProviderLeaseID
-			e.srv.Inject(daytonatest.Fault{Route: rStop, Status: 500})
-			_, err := e.stop(l)
-			require.Error(t, err)
-			// Release with stop_and_retain is the same hook.
-			_, err = e.call("environmentReleaseLease", e.leaseParams(l, nil, "resourceDisposition", "stop_and_retain"))
-			require.Error(t, err)
-			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "stop never deletes")
-			e.expectLive(id)
-		})
-	}
+	eachReuse(t, func(t *testing.T, reuse bool) {
+		e, l, id := leased(t, map[string]any{"reuseLease": reuse})
+		e.srv.Inject(daytonatest.Fault{Route: rStop, Status: 500})
+		_, err := e.stop(l)
+		require.Error(t, err)
+		// Release with stop_and_retain is the same hook.
+		_, err = e.call("environmentReleaseLease", e.leaseParams(l, nil, "resourceDisposition", "stop_and_retain"))
+		require.Error(t, err)
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "stop never deletes")
+		e.expectLive(id)
+	})
 }
 
 func TestReleaseStopAndRetainBehavesLikeStop(t *testing.T) {
@@ -378,8 +277,7 @@ func TestReleaseStopAndRetainBehavesLikeStop(t *testing.T) {
 	l := e.acquire(nil)
 	id := *l.ProviderLeaseID
 	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "resourceDisposition", "stop_and_retain"))
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+	e.requireReceipt(raw, err, id, "stopped")
 	info := e.info(id)
 	require.Equal(t, "stopped", info.State)
 	require.Equal(t, -1, info.AutoDeleteInterval)
@@ -395,13 +293,10 @@ func TestStopRequiresAnExactIdentityAndAnExistingSandbox(t *testing.T) {
 }
 
 func TestStopRecoversARecoverableErrorOnceThenStops(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	require.NoError(t, e.srv.SetError(id, "no space left on device", true))
 	raw, err := e.stop(l)
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
+	e.requireReceipt(raw, err, id, "stopped")
 	require.Equal(t, 1, e.srv.CountRequests("POST", rRecover))
 	require.Equal(t, "stopped", e.state(id))
 	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
@@ -428,110 +323,117 @@ func stopErrorOf(t *testing.T, err error, id, reason string) *StopError {
 }
 
 func TestStopTypedErrors(t *testing.T) {
-	t.Run("unrecoverable", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		require.NoError(t, e.srv.SetError(id, "runner lost the sandbox", false))
-		_, err := e.stop(l)
-		se := stopErrorOf(t, err, id, StopUnrecoverable)
-		require.Equal(t, "error", se.SandboxState)
-		require.Zero(t, e.srv.CountRequests("POST", rRecover))
-		require.Zero(t, e.srv.CountRequests("POST", rStop))
-		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
-		require.Equal(t, -1, e.info(id).AutoDeleteInterval, "retention confirmed first")
-	})
-	t.Run("error after recover", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
-		// Daytona accepts the recovery but the sandbox stays in error.
-		body := e.dto(id, func(sb *daytona.Sandbox) { sb.State = daytona.StateStarting })
-		e.srv.Inject(daytonatest.Fault{Route: rRecover, Status: 200, Body: body})
-		_, err := e.stop(l)
-		se := stopErrorOf(t, err, id, StopErrorAfterRecover)
-		require.Equal(t, "error", se.SandboxState)
-		require.Equal(t, 1, e.srv.CountRequests("POST", rRecover), "recover once only")
-		require.Zero(t, e.srv.CountRequests("POST", rStop))
-		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
-	})
-	t.Run("recover rejected", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
-		e.srv.Inject(daytonatest.Fault{Route: rRecover, Status: 500})
-		_, err := e.stop(l)
-		stopErrorOf(t, err, id, StopRecoverUnfinished)
-		require.Equal(t, 1, e.srv.CountRequests("POST", rRecover))
-		require.Zero(t, e.srv.CountRequests("POST", rStop))
-		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
-		e.expectLive(id)
-	})
-	t.Run("recover hangs", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
-		hang := e.srv.Inject(daytonatest.Fault{Route: rRecover, Hang: true})
-		// The worker cuts recovery at 20 s; the host's own deadline here
-		// passes once the recover hangs, which must end the same way.
-		_, err := e.callExpiringWhen("environmentStopLease", e.leaseParams(l, nil), func() bool { return hang.Hits() > 0 })
-		se := stopErrorOf(t, err, id, StopRecoverUnfinished)
-		require.Equal(t, "error", se.SandboxState)
-		require.Equal(t, 1, e.srv.CountRequests("POST", rRecover))
-		require.Zero(t, e.srv.CountRequests("POST", rStop))
-		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
-	})
-	t.Run("recover does not finish in time", func(t *testing.T) {
-		t.Parallel()
-		e := newTestEnv(t, nil)
-		l := e.acquire(nil)
-		id := *l.ProviderLeaseID
-		require.NoError(t, e.srv.SetError(id, "no space left on device", true))
-		release := e.srv.HoldTransitions(id) // recovery accepted, never reaches started
-		defer release()
-		// The host's deadline passes once the recover was accepted.
-		_, err := e.callExpiringWhen("environmentStopLease", e.leaseParams(l, nil), func() bool {
-			for _, r := range e.srv.Requests() {
-				if r.Method == "POST" && r.Route == rRecover && r.Done {
-					return true
-				}
+	// Each case puts the sandbox in error, makes the stop-only hook meet one
+	// failure and checks the typed error; no case stops or deletes.
+	cases := []struct {
+		name        string
+		reason      string // the SetError reason
+		recoverable bool
+		want        string // StopError.Reason
+		recovers    int    // POST recover expected; -1 unchecked
+		// stop makes the call (after any faults); check asserts the rest.
+		stop  func(e *testEnv, l lease, id string) error
+		check func(t *testing.T, e *testEnv, id string, se *StopError)
+	}{
+		{
+			name: "unrecoverable", reason: "runner lost the sandbox", want: StopUnrecoverable, recovers: 0,
+			check: func(t *testing.T, e *testEnv, id string, se *StopError) {
+				require.Equal(t, "error", se.SandboxState)
+				require.Equal(t, -1, e.info(id).AutoDeleteInterval, "retention confirmed first")
+			},
+		},
+		{
+			name: "error after recover", reason: "no space left on device", recoverable: true, want: StopErrorAfterRecover, recovers: 1,
+			stop: func(e *testEnv, l lease, id string) error {
+				// Daytona accepts the recovery but the sandbox stays in error.
+				body := e.dto(id, func(sb *daytona.Sandbox) { sb.State = daytona.StateStarting })
+				e.srv.Inject(daytonatest.Fault{Route: rRecover, Status: 200, Body: body})
+				_, err := e.stop(l)
+				return err
+			},
+			check: func(t *testing.T, e *testEnv, id string, se *StopError) {
+				require.Equal(t, "error", se.SandboxState, "recover once only")
+			},
+		},
+		{
+			name: "recover rejected", reason: "no space left on device", recoverable: true, want: StopRecoverUnfinished, recovers: 1,
+			stop: func(e *testEnv, l lease, id string) error {
+				e.srv.Inject(daytonatest.Fault{Route: rRecover, Status: 500})
+				_, err := e.stop(l)
+				return err
+			},
+			check: func(t *testing.T, e *testEnv, id string, se *StopError) { e.expectLive(id) },
+		},
+		{
+			name: "recover hangs", reason: "no space left on device", recoverable: true, want: StopRecoverUnfinished, recovers: 1,
+			stop: func(e *testEnv, l lease, id string) error {
+				hang := e.srv.Inject(daytonatest.Fault{Route: rRecover, Hang: true})
+				// The worker cuts recovery at 20 s; the host's own deadline here
+				// passes once the recover hangs, which must end the same way.
+				_, err := e.callExpiringWhen("environmentStopLease", e.leaseParams(l, nil), func() bool { return hang.Hits() > 0 })
+				return err
+			},
+			check: func(t *testing.T, e *testEnv, id string, se *StopError) { require.Equal(t, "error", se.SandboxState) },
+		},
+		{
+			name: "recover does not finish in time", reason: "no space left on device", recoverable: true, want: StopRecoverUnfinished, recovers: -1,
+			stop: func(e *testEnv, l lease, id string) error {
+				release := e.srv.HoldTransitions(id) // recovery accepted, never reaches started
+				e.t.Cleanup(release)
+				// The host's deadline passes once the recover was accepted.
+				_, err := e.callExpiringWhen("environmentStopLease", e.leaseParams(l, nil), func() bool {
+					for _, r := range e.srv.Requests() {
+						if r.Method == "POST" && r.Route == rRecover && r.Done {
+							return true
+						}
+					}
+					return false
+				})
+				return err
+			},
+			check: func(t *testing.T, e *testEnv, id string, se *StopError) {
+				require.NotEqual(t, "started", se.SandboxState)
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e, l, id := leased(t, nil)
+			require.NoError(t, e.srv.SetError(id, tc.reason, tc.recoverable))
+			var err error
+			if tc.stop != nil {
+				err = tc.stop(e, l, id)
+			} else {
+				_, err = e.stop(l)
 			}
-			return false
+			se := stopErrorOf(t, err, id, tc.want)
+			tc.check(t, e, id, se)
+			if tc.recovers >= 0 {
+				require.Equal(t, tc.recovers, e.srv.CountRequests("POST", rRecover))
+			}
+			require.Zero(t, e.srv.CountRequests("POST", rStop))
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
 		})
-		se := stopErrorOf(t, err, id, StopRecoverUnfinished)
-		require.NotEqual(t, "started", se.SandboxState)
-		require.Zero(t, e.srv.CountRequests("POST", rStop))
-		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
-	})
+	}
 }
 
 // --- destroy (docs/behavior.md#destroy) ---
 
 func TestDestroyWorksFromParamsAloneOnAFreshWorker(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	e.use(e.newDriver()) // restarted worker: no cache, no admission state
 	p := e.leaseParams(l, nil)
 	p["environmentId"] = "" // the environment was deleted
 	raw, err := e.call("environmentDestroyLease", p)
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+	e.requireReceipt(raw, err, id, "destroyed")
 	require.Equal(t, "gone", e.state(id))
 }
 
 func TestDestroyOfAnUnknownSandboxIsAReceipt(t *testing.T) {
 	e := newTestEnv(t, nil)
 	raw, err := e.call("environmentDestroyLease", with(e.base(nil), "providerLeaseId", "sandbox-never-existed"))
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON("sandbox-never-existed", "destroyed"), string(raw))
+	e.requireReceipt(raw, err, "sandbox-never-existed", "destroyed")
 	raw, err = e.call("environmentDestroyLease", with(e.base(nil), "providerLeaseId", nil))
 	require.NoError(t, err)
 	require.JSONEq(t, `null`, string(raw))
@@ -541,27 +443,20 @@ func TestDestroyOfAnUnknownSandboxIsAReceipt(t *testing.T) {
 }
 
 func TestDestroyRetriesALostDeleteReply(t *testing.T) {
-	e := newTestEnv(t, nil)
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil)
 	f := e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Perform: true, Drop: true, Times: 1})
 	raw, err := e.call("environmentDestroyLease", e.leaseParams(l, nil))
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+	e.requireReceipt(raw, err, id, "destroyed")
 	require.Equal(t, 1, f.Hits())
 	require.GreaterOrEqual(t, e.srv.CountRequests("DELETE", rSandbox), 2, "the idempotent delete was sent again")
 	e.expectLive()
 	// And again (the host's sweep after a lost receipt).
 	raw, err = e.call("environmentDestroyLease", e.leaseParams(l, nil))
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON(id, "destroyed"), string(raw))
+	e.requireReceipt(raw, err, id, "destroyed")
 }
 
 func TestDestroyClosesTheSessionEvenWhenTheDeleteFails(t *testing.T) {
-	e := newTestEnv(t, nil)
-	w := &recordingWork{}
-	e.use(e.driverWith(func(o *Options) { o.Work = w }))
-	l := e.acquire(nil)
+	e, l, _, w := leasedRecording(t, nil)
 	e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Status: 500})
 	_, err := e.call("environmentDestroyLease", e.leaseParams(l, nil))
 	require.Error(t, err, "no receipt without a confirmed delete")
@@ -582,9 +477,7 @@ func TestStopErrorMessagesAreSecretFree(t *testing.T) {
 func TestDestroyWaitsOutATransitionInProgress(t *testing.T) {
 	// Daytona auto-stops the sandbox as the host destroys the lease: the
 	// delete is refused with 409 until the stop settles.
-	e := newTestEnv(t, map[string]any{"reuseLease": true})
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
 	release := e.srv.HoldTransitions(id)
 	require.NoError(t, e.srv.StopSandbox(id))
 	e.srv.ResetRequests()
@@ -594,8 +487,7 @@ func TestDestroyWaitsOutATransitionInProgress(t *testing.T) {
 	require.Equal(t, "stopping", e.state(id))
 	release()
 	r := wait(t, done)
-	require.NoError(t, r.err)
-	require.JSONEq(t, receiptJSON(id, "destroyed"), string(r.raw))
+	e.requireReceipt(r.raw, r.err, id, "destroyed")
 	require.Equal(t, 2, e.srv.CountRequests("DELETE", rSandbox))
 	e.expectLive()
 }
@@ -603,63 +495,43 @@ func TestDestroyWaitsOutATransitionInProgress(t *testing.T) {
 // --- teardowns racing Daytona's own transitions ---
 
 func TestReusableReleaseDuringAnAutoStopKeepsTheSandbox(t *testing.T) {
-	for _, method := range []string{"environmentReleaseLease", "environmentStopLease", "cancelActiveWork"} {
-		t.Run(method, func(t *testing.T) {
-			t.Parallel()
-			// The warm window and auto-stop coincide (docs/behavior.md#warm-window): Daytona is
-			// stopping the sandbox as the host releases the lease.
-			e := newTestEnv(t, map[string]any{"reuseLease": true})
-			l := e.acquire(nil)
-			id := *l.ProviderLeaseID
-			release := e.srv.HoldTransitions(id)
-			require.NoError(t, e.srv.StopSandbox(id))
-			e.srv.ResetRequests()
-			params := e.leaseParams(l, nil)
-			if method == "cancelActiveWork" {
-				method, params = "environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true)
-			}
-			done := e.async(method, params)
-			e.awaitRequests("POST", rStop, 1) // refused: a transition is in progress
-			e.awaitRequests("GET", rSandbox, 3)
-			release()
-			r := wait(t, done)
-			require.NoError(t, r.err)
-			require.JSONEq(t, receiptJSON(id, "stopped"), string(r.raw))
-			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "a retained sandbox is never deleted for a busy stop")
-			require.Equal(t, "stopped", e.state(id))
-		})
-	}
+	eachName(t, []string{"environmentReleaseLease", "environmentStopLease", "cancelActiveWork"}, func(t *testing.T, method string) {
+		// The warm window and auto-stop coincide (docs/behavior.md#warm-window): Daytona is
+		// stopping the sandbox as the host releases the lease.
+		e, l, id := leased(t, map[string]any{"reuseLease": true})
+		release := e.srv.HoldTransitions(id)
+		require.NoError(t, e.srv.StopSandbox(id))
+		e.srv.ResetRequests()
+		method, params := e.teardownCall(l, method)
+		done := e.async(method, params)
+		e.awaitRequests("POST", rStop, 1) // refused: a transition is in progress
+		e.awaitRequests("GET", rSandbox, 3)
+		release()
+		r := wait(t, done)
+		e.requireReceipt(r.raw, r.err, id, "stopped")
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "a retained sandbox is never deleted for a busy stop")
+		require.Equal(t, "stopped", e.state(id))
+	})
 }
 
 func TestTeardownOfAnArchivedRetainedSandbox(t *testing.T) {
-	for _, method := range []string{"environmentReleaseLease", "environmentStopLease", "cancelActiveWork"} {
-		t.Run(method, func(t *testing.T) {
-			t.Parallel()
-			// Daytona auto-archived the stopped sandbox: its compute is not
-			// running and its files are kept, which is what a stop asks for.
-			e := newTestEnv(t, map[string]any{"reuseLease": true})
-			l := e.acquire(nil)
-			id := *l.ProviderLeaseID
-			client, err := daytona.NewClient(daytona.WithAPIURL(e.srv.URL()), daytona.WithAPIKey(e.srv.APIKey()))
-			require.NoError(t, err)
-			require.NoError(t, e.srv.StopSandbox(id))
-			e.await(id, "stopped")
-			_, _, err = client.Sandboxes.Archive(t.Context(), id)
-			require.NoError(t, err)
-			e.await(id, "archived")
-			e.srv.ResetRequests()
-			params := e.leaseParams(l, nil)
-			if method == "cancelActiveWork" {
-				method, params = "environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true)
-			}
-			raw, err := e.call(method, params)
-			require.NoError(t, err)
-			require.JSONEq(t, receiptJSON(id, "stopped"), string(raw))
-			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "an archived reusable sandbox is kept")
-			require.Zero(t, e.srv.CountRequests("POST", rStop))
-			require.Equal(t, "archived", e.state(id))
-		})
-	}
+	eachName(t, []string{"environmentReleaseLease", "environmentStopLease", "cancelActiveWork"}, func(t *testing.T, method string) {
+		// Daytona auto-archived the stopped sandbox: its compute is not
+		// running and its files are kept, which is what a stop asks for.
+		e, l, id := leased(t, map[string]any{"reuseLease": true})
+		require.NoError(t, e.srv.StopSandbox(id))
+		e.await(id, "stopped")
+		_, _, err := e.client.Sandboxes.Archive(t.Context(), id)
+		require.NoError(t, err)
+		e.await(id, "archived")
+		e.srv.ResetRequests()
+		method, params := e.teardownCall(l, method)
+		raw, err := e.call(method, params)
+		e.requireReceipt(raw, err, id, "stopped")
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "an archived reusable sandbox is kept")
+		require.Zero(t, e.srv.CountRequests("POST", rStop))
+		require.Equal(t, "archived", e.state(id))
+	})
 }
 
 // TestTeardownByNameWaitsForTheRealDeletion: Daytona renames a sandbox as
@@ -667,37 +539,28 @@ func TestTeardownOfAnArchivedRetainedSandbox(t *testing.T) {
 // release or destroy given the name must wait on the sandbox's id, and
 // answer only after Daytona finished destroying it.
 func TestTeardownByNameWaitsForTheRealDeletion(t *testing.T) {
-	for _, method := range []string{"environmentDestroyLease", "environmentReleaseLease"} {
-		t.Run(method, func(t *testing.T) {
-			t.Parallel()
-			e := newTestEnv(t, nil, daytonatest.WithTransitionDelay(300*time.Millisecond))
-			l := e.acquire(nil)
-			id := *l.ProviderLeaseID
-			info, ok := e.srv.Sandbox(id)
-			require.True(t, ok)
-			name := info.Name
-			require.NotEqual(t, id, name)
-			p := e.leaseParams(l, nil, "providerLeaseId", name)
-			raw, err := e.call(method, p)
-			require.NoError(t, err)
-			require.JSONEq(t, receiptJSON(name, "destroyed"), string(raw))
-			require.Equal(t, "gone", e.state(id), "a receipt before Daytona completed the deletion")
-			require.GreaterOrEqual(t, e.srv.CountRequests("GET", rSandbox), 1)
-		})
-	}
+	eachName(t, []string{"environmentDestroyLease", "environmentReleaseLease"}, func(t *testing.T, method string) {
+		e, l, id := leased(t, nil, daytonatest.WithTransitionDelay(300*time.Millisecond))
+		info, ok := e.srv.Sandbox(id)
+		require.True(t, ok)
+		name := info.Name
+		require.NotEqual(t, id, name)
+		p := e.leaseParams(l, nil, "providerLeaseId", name)
+		raw, err := e.call(method, p)
+		e.requireReceipt(raw, err, name, "destroyed")
+		require.Equal(t, "gone", e.state(id), "a receipt before Daytona completed the deletion")
+		require.GreaterOrEqual(t, e.srv.CountRequests("GET", rSandbox), 1)
+	})
 }
 
 func TestDestroyByNameRetriedAfterALostDeleteReplyWaitsForTheDeletion(t *testing.T) {
-	e := newTestEnv(t, nil, daytonatest.WithTransitionDelay(300*time.Millisecond))
-	l := e.acquire(nil)
-	id := *l.ProviderLeaseID
+	e, l, id := leased(t, nil, daytonatest.WithTransitionDelay(300*time.Millisecond))
 	info, ok := e.srv.Sandbox(id)
 	require.True(t, ok)
 	// The first delete renames the sandbox, but its answer is lost: the
 	// retry by name answers 404 while the sandbox is still being destroyed.
 	e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Perform: true, Drop: true, Times: 1})
 	raw, err := e.call("environmentDestroyLease", e.leaseParams(l, nil, "providerLeaseId", info.Name))
-	require.NoError(t, err)
-	require.JSONEq(t, receiptJSON(info.Name, "destroyed"), string(raw))
+	e.requireReceipt(raw, err, info.Name, "destroyed")
 	require.Equal(t, "gone", e.state(id), "a receipt before Daytona completed the deletion")
 }

@@ -1,14 +1,13 @@
 package provider
 
 import (
-	"context"
-	"encoding/binary"
-	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
 )
@@ -18,42 +17,15 @@ import (
 
 func closedLoopbackURL(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
-	return "http://" + addr + "/api"
-}
-
-// offlineResolver answers every query NXDOMAIN in memory: no DNS traffic.
-func offlineResolver() *net.Resolver {
-	return &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
-		client, server := net.Pipe()
-		go func() {
-			defer server.Close()
-			for {
-				var n [2]byte
-				if _, err := io.ReadFull(server, n[:]); err != nil {
-					return
-				}
-				q := make([]byte, binary.BigEndian.Uint16(n[:]))
-				if _, err := io.ReadFull(server, q); err != nil || len(q) < 12 {
-					return
-				}
-				q[2] |= 0x80    // a response
-				q[3] = 0x80 | 3 // NXDOMAIN
-				if _, err := server.Write(append(n[:], q...)); err != nil {
-					return
-				}
-			}
-		}()
-		return client, nil
-	}}
+	// A loopback port that was just served and closed: nothing listens.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	return srv.URL + "/api"
 }
 
 func TestAnUnreachableAPIURLIsSaidPlainly(t *testing.T) {
 	e := newTestEnv(t, nil)
-	d := &net.Dialer{Resolver: offlineResolver()}
+	d := &net.Dialer{Resolver: testenv.OfflineResolver()}
 	e.use(e.driverWith(func(o *Options) {
 		o.HTTPClient = &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
 	}))

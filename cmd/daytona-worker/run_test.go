@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/creack/pty"
+	daytonaworker "github.com/daytonaworker/daytona-worker"
 	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/daytonaworker/daytona-worker/provider"
 	"github.com/stretchr/testify/require"
@@ -314,7 +315,7 @@ var pendingCapabilities = map[string]string{}
 
 func TestDeclaredCapabilitiesAreBackedByMethods(t *testing.T) {
 	reg := productRegistry(slog.New(slog.DiscardHandler))
-	caps, err := provider.DeclaredCapabilities()
+	caps, err := declaredCapabilities()
 	require.NoError(t, err)
 	require.NotEmpty(t, caps)
 	for _, c := range caps {
@@ -333,6 +334,27 @@ func TestDeclaredCapabilitiesAreBackedByMethods(t *testing.T) {
 	for c := range pendingCapabilities {
 		require.True(t, slices.Contains(caps, c), "pending capability %s is not declared", c)
 	}
+}
+
+// declaredCapabilities returns the sandboxCapabilities declared true by the
+// manifest's first driver, sorted.
+func declaredCapabilities() ([]string, error) {
+	var m provider.Manifest
+	if err := json.Unmarshal(daytonaworker.ManifestJSON, &m); err != nil {
+		return nil, err
+	}
+	if len(m.EnvironmentDrivers) == 0 {
+		return nil, fmt.Errorf("manifest declares no environment driver")
+	}
+	caps, _ := m.EnvironmentDrivers[0]["sandboxCapabilities"].(map[string]any)
+	var out []string
+	for k, v := range caps {
+		if b, _ := v.(bool); b {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // TestWorkerDoesNotLinkTheEmulator: the emulator is test-only code.

@@ -1,8 +1,9 @@
-package provider
+package cleanup
 
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -16,7 +17,7 @@ import (
 
 // Label keys the plugin sets on sandboxes.
 const (
-	LabelProvider        = "paperclip-provider"          // always ProviderLabelValue
+	LabelProvider        = "paperclip-provider"          // always ProviderValue
 	LabelCompanyID       = "paperclip-company-id"        // always
 	LabelEnvironmentID   = "paperclip-environment-id"    // always
 	LabelReuseLease      = "paperclip-reuse-lease"       // always "true" or "false"
@@ -29,8 +30,8 @@ const (
 
 // Label values and name parts.
 const (
-	// ProviderLabelValue is the value of LabelProvider (the driver key).
-	ProviderLabelValue = "daytona"
+	// ProviderValue is the value of LabelProvider (the driver key).
+	ProviderValue = "daytona"
 	// PurposeInteractiveSetup and PurposeRuntimeService are LabelPurpose
 	// values.
 	PurposeInteractiveSetup = "interactive_setup"
@@ -61,20 +62,6 @@ func (e *LabelError) Error() string {
 		return "invalid Daytona sandbox labels: " + e.Reason
 	}
 	return fmt.Sprintf("invalid Daytona sandbox label %s: %s", quoteShort(e.Key), e.Reason)
-}
-
-// OwnershipError reports that a sandbox's labels do not carry an expected
-// ownership label with the exact value. Label names the first mismatching key
-// (in sorted order); values are not included.
-type OwnershipError struct {
-	Label string
-}
-
-func (e *OwnershipError) Error() string {
-	if e.Label == "" {
-		return "Daytona sandbox ownership cannot be verified without ownership labels"
-	}
-	return fmt.Sprintf("Daytona sandbox label %s does not match the expected ownership value", quoteShort(e.Label))
 }
 
 // quoteShort quotes a caller-supplied string for an error message, cut to a
@@ -126,7 +113,9 @@ func ValidateLabels(labels map[string]string) error {
 	if len(labels) > MaxEnvelopeLabels {
 		return &LabelError{Reason: fmt.Sprintf("%d labels exceed the limit of %d", len(labels), MaxEnvelopeLabels)}
 	}
-	for _, k := range sortedKeysUTF16(labels) {
+	// Byte order: for the fixed label keys OwnershipLabels checks it is
+	// JavaScript's order too; it only has to make the answer deterministic.
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		if !IsLabelKey(k) {
 			return &LabelError{Key: k, Reason: "key must match ^paperclip-[a-z-]+$"}
 		}
@@ -146,17 +135,6 @@ func NewAttemptID() string { return uuid.NewString() }
 // OwnershipLabels, which every create goes through.
 func CreationName(attemptID string) string { return CreationNamePrefix + attemptID }
 
-// AttemptIDFromCreationName is the inverse of CreationName: it returns the
-// attempt id of a creation name whose id is envelope-shaped, and ok=false for
-// any other name.
-func AttemptIDFromCreationName(name string) (attemptID string, ok bool) {
-	id, found := strings.CutPrefix(name, CreationNamePrefix)
-	if !found || !IsEnvelopeID(id) || len(id) > MaxAttemptIDLength {
-		return "", false
-	}
-	return id, true
-}
-
 // OwnershipLabels returns a new map with the ownership labels of a creation
 // attempt (docs/behavior.md#labels): provider, company, environment, reuse flag, create attempt,
 // and the run id when runID is non-empty. Every value must be envelope-shaped
@@ -169,7 +147,7 @@ func AttemptIDFromCreationName(name string) (attemptID string, ok bool) {
 // and keep this one for ownership checks.
 func OwnershipLabels(companyID, environmentID, runID, attemptID string, reuse bool) (map[string]string, error) {
 	labels := map[string]string{
-		LabelProvider:      ProviderLabelValue,
+		LabelProvider:      ProviderValue,
 		LabelCompanyID:     companyID,
 		LabelEnvironmentID: environmentID,
 		LabelReuseLease:    "false",
@@ -196,29 +174,4 @@ func CopyLabels(labels map[string]string) map[string]string {
 	out := make(map[string]string, len(labels))
 	maps.Copy(out, labels)
 	return out
-}
-
-// VerifyOwnershipLabels checks that actual (a sandbox's labels as Daytona
-// reports them) contains every label of expected with exactly the same
-// value; extra labels on the sandbox are fine. expected must be a valid
-// label set (ValidateLabels) that includes paperclip-provider=daytona: an
-// empty or foreign expectation proves nothing, so it fails too. The error is
-// an *OwnershipError or a *LabelError. Neither map is modified.
-func VerifyOwnershipLabels(expected, actual map[string]string) error {
-	if len(expected) == 0 {
-		return &OwnershipError{}
-	}
-	if err := ValidateLabels(expected); err != nil {
-		return err
-	}
-	if expected[LabelProvider] != ProviderLabelValue {
-		return &OwnershipError{Label: LabelProvider}
-	}
-	for _, k := range sortedKeysUTF16(expected) {
-		got, ok := actual[k]
-		if !ok || got != expected[k] {
-			return &OwnershipError{Label: k}
-		}
-	}
-	return nil
 }
