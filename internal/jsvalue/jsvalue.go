@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"math"
 	"math/big"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -50,34 +51,21 @@ func ToNumber(v any) float64 {
 	}
 }
 
-// goNumber returns the value of a Go integer or float as the float64 every
-// JavaScript number is; ok is false for any other type.
+// goNumber returns the value of a Go integer or float (the builtin types,
+// not named ones) as the float64 every JavaScript number is; ok is false
+// for any other value.
 func goNumber(v any) (f float64, ok bool) {
-	switch x := v.(type) {
-	case float64:
-		return x, true
-	case float32:
-		return float64(x), true
-	case int:
-		return float64(x), true
-	case int8:
-		return float64(x), true
-	case int16:
-		return float64(x), true
-	case int32:
-		return float64(x), true
-	case int64:
-		return float64(x), true
-	case uint:
-		return float64(x), true
-	case uint8:
-		return float64(x), true
-	case uint16:
-		return float64(x), true
-	case uint32:
-		return float64(x), true
-	case uint64:
-		return float64(x), true
+	rv := reflect.ValueOf(v)
+	if !rv.IsValid() || rv.Type().Name() != rv.Kind().String() {
+		return 0, false // nil, or a named type such as time.Duration
+	}
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(rv.Int()), true
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return float64(rv.Uint()), true
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), true
 	}
 	return 0, false
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -113,4 +114,9 @@ func TestJSToNumberOfJSONValues(t *testing.T) {
 	assert.Equal(t, float64(2.5), ToNumber(float32(2.5)))
 	assert.True(t, math.IsNaN(ToNumber(map[string]any{})))
 	assert.True(t, math.IsNaN(ToNumber(struct{}{})))
+	// Only the builtin number types are numbers; named ones (and uintptr)
+	// are not plain JSON values.
+	assert.True(t, math.IsNaN(ToNumber(time.Second)))
+	assert.True(t, math.IsNaN(ToNumber(uintptr(1))))
+	assert.Equal(t, float64(1<<64-1), ToNumber(uint64(1<<64-1)))
 }
