@@ -22,11 +22,7 @@ type Normalized struct {
 	TimeoutMs         int64 `json:"timeoutMs"`
 	LivenessTimeoutMs int64 `json:"livenessTimeoutMs"`
 
-	// Resources; null when not configured.
-	CPU    *float64 `json:"cpu"`
-	Memory *float64 `json:"memory"`
-	Disk   *float64 `json:"disk"`
-	GPU    *float64 `json:"gpu"`
+	normalizedResources // cpu, memory, disk, gpu
 
 	// Inactivity intervals in minutes.
 	AutoStopInterval    int64 `json:"autoStopInterval"`
@@ -36,6 +32,16 @@ type Normalized struct {
 	ReuseLease       bool   `json:"reuseLease"`
 	ArchiveOnRelease bool   `json:"archiveOnRelease"`
 	TTLMinutes       *int64 `json:"ttlMinutes,omitempty"`
+}
+
+// normalizedResources are the resources as normalizedConfig echoes them:
+// null when not configured, where a create request's Resources omits them.
+// Embedded, so that they keep their place in the key order.
+type normalizedResources struct {
+	CPU    *float64 `json:"cpu"`
+	Memory *float64 `json:"memory"`
+	Disk   *float64 `json:"disk"`
+	GPU    *float64 `json:"gpu"`
 }
 
 // Normalize returns the normalizedConfig for c (defaults filled in). Call it
