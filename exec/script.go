@@ -12,7 +12,7 @@ import (
 )
 
 // shellQuote wraps v in single quotes, replacing each ' with '"'"'
-// (docs/behavior.md#small-functions; identical to provider.ShellQuote, duplicated
+// (docs/behavior.md#small-functions; identical to shell.Quote, duplicated
 // here because provider imports this package).
 func shellQuote(v string) string {
 	return "'" + strings.ReplaceAll(v, "'", `'"'"'`) + "'"

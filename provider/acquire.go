@@ -14,6 +14,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -32,19 +33,19 @@ func (d *Driver) validateConfig(_ context.Context, p rpc.ValidateConfigParams) (
 	if len(p.Config) == 0 {
 		raw = map[string]any{}
 	}
-	if errs := Validate(raw, d.env); len(errs) > 0 {
+	if errs := config.Validate(raw, d.env); len(errs) > 0 {
 		return rpc.ValidateConfigResult{OK: false, Errors: errs}, nil
 	}
-	n, err := ValidateConfig(raw, d.env)
+	n, err := config.ValidateAndNormalize(raw, d.env)
 	if err != nil {
-		var ve *ValidationError
+		var ve *config.ValidationError
 		if errors.As(err, &ve) {
 			return rpc.ValidateConfigResult{OK: false, Errors: ve.Errors}, nil
 		}
 		return rpc.ValidateConfigResult{OK: false, Errors: []string{err.Error()}}, nil
 	}
-	cfg, _ := ParseConfig(raw)
-	return rpc.ValidateConfigResult{OK: true, NormalizedConfig: n, Warnings: Warnings(cfg)}, nil
+	cfg, _ := config.Parse(raw)
+	return rpc.ValidateConfigResult{OK: true, NormalizedConfig: n, Warnings: config.Warnings(cfg)}, nil
 }
 
 // acquisition is one fresh acquire: one budget across every phase, and a
@@ -88,7 +89,7 @@ func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, e
 	if err != nil {
 		return rpc.Lease{}, err
 	}
-	src, err := RuntimeCreateSource(c.cfg)
+	src, err := config.RuntimeCreateSource(c.cfg)
 	if err != nil {
 		return rpc.Lease{}, err
 	}
@@ -147,12 +148,12 @@ func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, e
 // create makes the sandbox under the attempt's unique name and waits until
 // it runs. A failure that may have allocated something is cleaned up by name
 // and label, or handed to the host as an envelope.
-func (a *acquisition) create(ctx context.Context, src CreateSource, labels map[string]string, ttl int64) (*daytona.Sandbox, error) {
+func (a *acquisition) create(ctx context.Context, src config.CreateSource, labels map[string]string, ttl int64) (*daytona.Sandbox, error) {
 	cfg := a.c.cfg
 	req := &daytona.CreateSandboxRequest{
 		Name:                a.envelope.ProviderLeaseID,
 		Labels:              CopyLabels(labels), // the client or server may add labels; ownership checks use ours
-		AutoStopInterval:    ptr(int(EffectiveAutoStopMinutes(cfg, cfg.ReuseLease, 0))),
+		AutoStopInterval:    ptr(int(config.EffectiveAutoStopMinutes(cfg, cfg.ReuseLease, 0))),
 		AutoArchiveInterval: ptr(int(cfg.AutoArchiveInterval)),
 		AutoDeleteInterval:  ptr(int(cfg.AutoDeleteInterval)),
 	}
@@ -392,8 +393,8 @@ func (a *acquisition) configureExpiry(ctx context.Context, sb *daytona.Sandbox) 
 // leaseMetadata is the lease metadata of docs/behavior.md#acquire. It never
 // carries host-owned keys (docs/host.md#lease) and config keys keep their
 // saved values, so reuse matching still works.
-func leaseMetadata(cfg Config, sb *daytona.Sandbox, ws setupResult, resumed bool, resumedFrom string, sentinel map[string]any) map[string]any {
-	md := LeaseConfigMetadata(cfg)
+func leaseMetadata(cfg config.Config, sb *daytona.Sandbox, ws setupResult, resumed bool, resumedFrom string, sentinel map[string]any) map[string]any {
+	md := config.LeaseMetadata(cfg)
 	md["provider"] = DriverKey
 	md["shellCommand"] = ws.shell
 	md["sandboxId"] = sb.ID
@@ -413,9 +414,9 @@ func leaseMetadata(cfg Config, sb *daytona.Sandbox, ws setupResult, resumed bool
 
 func remainingSeconds(ctx context.Context) int64 {
 	if dl, ok := ctx.Deadline(); ok {
-		return ToTimeoutSeconds(max(1, time.Until(dl).Milliseconds()))
+		return config.ToTimeoutSeconds(max(1, time.Until(dl).Milliseconds()))
 	}
-	return ToTimeoutSeconds(DefaultTimeoutMs)
+	return config.ToTimeoutSeconds(config.DefaultTimeoutMs)
 }
 
 func wholeUnits(v *float64) int {

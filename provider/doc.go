@@ -4,19 +4,19 @@
 // exec and sync packages and cleanup's ownership envelopes. It never speaks
 // JSON-RPC frames or HTTP itself.
 //
-// The configuration layer lives in config.go, labels.go and canonical.go:
+// The configuration layer lives in provider/config, labels.go and internal/jsvalue:
 //
-//   - ParseConfig reads an environment config leniently, with the JavaScript
+//   - config.Parse reads an environment config leniently, with the JavaScript
 //     coercions of the TypeScript plugin (docs/behavior.md#config-parsing); Validate
-//     and ValidateConfig produce the reference error messages in the
+//     and config.ValidateAndNormalize produce the reference error messages in the
 //     reference order (docs/behavior.md#validation); Normalize produces normalizedConfig. Config
 //     never prints its API key (fmt, slog, encoding/json all redact it).
-//   - RuntimeCreateSource, ToTimeoutSeconds, ResolveTimeoutMs,
-//     EffectiveAutoStopMinutes (the warm-window floor, docs/behavior.md#warm-window) and
-//     StaleHandleThreshold (docs/behavior.md#stale-handle) are the small runtime rules.
+//   - config.RuntimeCreateSource, config.ToTimeoutSeconds, config.ResolveTimeoutMs,
+//     config.EffectiveAutoStopMinutes (the warm-window floor, docs/behavior.md#warm-window) and
+//     config.StaleHandleThreshold (docs/behavior.md#stale-handle) are the small runtime rules.
 //   - OwnershipLabels, CreationName and VerifyOwnershipLabels are the names
 //     and labels that prove a sandbox is ours (docs/behavior.md#labels, docs/behavior.md#envelope).
-//   - StableStringify, ShellQuote and AccountFingerprint must be bit-identical
+//   - jsvalue.StableStringify, shell.Quote and config.AccountFingerprint must be bit-identical
 //     with the reference (docs/behavior.md#small-functions, docs/behavior.md#envelope): sentinel tokens and fingerprints of
 //     leases created by the TypeScript plugin are hashes of their output.
 //

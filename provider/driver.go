@@ -15,6 +15,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -32,7 +33,7 @@ const DriverKey = "daytona"
 type Options struct {
 	// Env looks up host environment variables (DAYTONA_API_KEY). Nil means
 	// os.LookupEnv.
-	Env EnvLookup
+	Env config.EnvLookup
 	// HTTPClient is shared by every Daytona client the driver makes, so
 	// connections are reused across leases and accounts. Nil means a client
 	// with a default transport and no overall timeout (transfers and long
@@ -57,7 +58,7 @@ type Options struct {
 // methods of docs/host.md#environment-methods from params alone, with in-memory caches that are
 // only an optimisation. It is safe for concurrent use; one per worker.
 type Driver struct {
-	env    EnvLookup
+	env    config.EnvLookup
 	http   *http.Client
 	log    *slog.Logger
 	now    func() time.Time
@@ -143,7 +144,7 @@ func (d *Driver) Health() rpc.HealthResult {
 // conn is one call's view of an account: parsed config, a client and the
 // account fingerprint. The API key lives only inside the client.
 type conn struct {
-	cfg         Config
+	cfg         config.Config
 	client      *daytona.Client
 	fingerprint string
 }
@@ -151,11 +152,11 @@ type conn struct {
 // connect parses the config and builds a client. Config errors are invalid
 // params; a missing key is the reference's message.
 func (d *Driver) connect(raw json.RawMessage) (*conn, error) {
-	cfg, err := ParseConfig(raw)
+	cfg, err := config.Parse(raw)
 	if err != nil {
 		return nil, rpc.InvalidParams("invalid config: %v", err)
 	}
-	key, err := ResolveAPIKey(cfg, d.env)
+	key, err := config.ResolveAPIKey(cfg, d.env)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +177,7 @@ func (d *Driver) connect(raw json.RawMessage) (*conn, error) {
 	if err != nil {
 		return nil, rpc.InvalidParams("invalid Daytona connection settings: %v", err)
 	}
-	return &conn{cfg: cfg, client: client, fingerprint: AccountFingerprint(key, cfg.APIURL)}, nil
+	return &conn{cfg: cfg, client: client, fingerprint: config.AccountFingerprint(key, cfg.APIURL)}, nil
 }
 
 func (c *conn) scope(p rpc.EnvironmentBase, leaseID string) scopeKey {

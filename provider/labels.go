@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/daytonaworker/daytona-worker/internal/jsvalue"
 )
 
 // Labels and names on Daytona (docs/behavior.md#labels, docs/behavior.md#create-request, docs/behavior.md#envelope, docs/behavior.md#creation-operations).
@@ -126,7 +128,7 @@ func ValidateLabels(labels map[string]string) error {
 	if len(labels) > MaxEnvelopeLabels {
 		return &LabelError{Reason: fmt.Sprintf("%d labels exceed the limit of %d", len(labels), MaxEnvelopeLabels)}
 	}
-	for _, k := range sortedKeysUTF16(labels) {
+	for _, k := range jsvalue.SortedKeys(labels) {
 		if !IsLabelKey(k) {
 			return &LabelError{Key: k, Reason: "key must match ^paperclip-[a-z-]+$"}
 		}
@@ -214,7 +216,7 @@ func VerifyOwnershipLabels(expected, actual map[string]string) error {
 	if expected[LabelProvider] != ProviderLabelValue {
 		return &OwnershipError{Label: LabelProvider}
 	}
-	for _, k := range sortedKeysUTF16(expected) {
+	for _, k := range jsvalue.SortedKeys(expected) {
 		got, ok := actual[k]
 		if !ok || got != expected[k] {
 			return &OwnershipError{Label: k}

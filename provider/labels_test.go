@@ -8,6 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/provider/config"
 )
 
 const attempt = "0b6c0d1e-6f4e-4c43-9d0a-6e5a4b1f2c3d"
@@ -252,5 +254,5 @@ func TestVerifyOwnershipLabels(t *testing.T) {
 	before := CopyLabels(expected)
 	_ = VerifyOwnershipLabels(expected, actual)
 	assert.Equal(t, before, expected)
-	assert.False(t, errors.Is(VerifyOwnershipLabels(expected, actual), ErrInvalidConfig))
+	assert.False(t, errors.Is(VerifyOwnershipLabels(expected, actual), config.ErrInvalid))
 }

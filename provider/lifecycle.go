@@ -13,6 +13,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -38,7 +39,7 @@ func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeRes
 	budget := min(c.cfg.AcquireBudget(), probeWindow-15*time.Second) // the host waits 120 s
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	src, err := RuntimeCreateSource(c.cfg)
+	src, err := config.RuntimeCreateSource(c.cfg)
 	if err != nil {
 		return probeFailure(c.cfg, err), nil
 	}
@@ -77,14 +78,14 @@ func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeRes
 	if err != nil {
 		return probeFailure(c.cfg, err), nil
 	}
-	md := LeaseConfigMetadata(c.cfg)
+	md := config.LeaseMetadata(c.cfg)
 	md["provider"], md["shellCommand"], md["sandboxId"], md["sandboxName"] = DriverKey, ws.shell, sb.ID, sb.Name
 	md["target"], md["remoteCwd"] = nullable(sb.Target), ws.remoteCwd
 	return rpc.ProbeResult{OK: true, Summary: "Connected to Daytona sandbox " + sb.Name + ".", Metadata: md}, nil
 }
 
-func probeFailure(cfg Config, err error) rpc.ProbeResult {
-	md := LeaseConfigMetadata(cfg)
+func probeFailure(cfg config.Config, err error) rpc.ProbeResult {
+	md := config.LeaseMetadata(cfg)
 	md["provider"] = DriverKey
 	md["error"] = err.Error()
 	summary := "Daytona sandbox probe failed."
@@ -96,10 +97,10 @@ func probeFailure(cfg Config, err error) rpc.ProbeResult {
 }
 
 // ParseConfigOrDefault parses a config, falling back to the defaults.
-func ParseConfigOrDefault(raw json.RawMessage) Config {
-	cfg, err := ParseConfig(raw)
+func ParseConfigOrDefault(raw json.RawMessage) config.Config {
+	cfg, err := config.Parse(raw)
 	if err != nil {
-		return DefaultConfig()
+		return config.Default()
 	}
 	return cfg
 }
@@ -306,12 +307,12 @@ func (d *Driver) raiseWarmAutoStop(ctx context.Context, c *conn, sb *daytona.San
 	if _, warm := c.cfg.WarmIdleWindowMs(); !warm {
 		return
 	}
-	want := EffectiveAutoStopMinutes(c.cfg, true, 0)
+	want := config.EffectiveAutoStopMinutes(c.cfg, true, 0)
 	current := int64(-1)
 	if sb.AutoStopInterval != nil {
 		current = int64(*sb.AutoStopInterval)
 	}
-	if current >= 0 && !ShouldRaiseAutoStop(current, want) {
+	if current >= 0 && !config.ShouldRaiseAutoStop(current, want) {
 		return
 	}
 	err := cleanup.WithLiveness(ctx, "sandbox.setAutostopInterval", warmRaiseBound, func(ctx context.Context) error {
@@ -476,7 +477,7 @@ func (d *Driver) sandbox(ctx context.Context, c *conn, k scopeKey, leaseID strin
 	if err != nil || !hit {
 		return sb, hit, err
 	}
-	if threshold, ok := StaleHandleThreshold(c.cfg); ok && d.handles.stale(k, threshold) {
+	if threshold, ok := config.StaleHandleThreshold(c.cfg); ok && d.handles.stale(k, threshold) {
 		var fresh *daytona.Sandbox
 		err := c.liveness(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
 			var err error
