@@ -3,10 +3,11 @@ package cleanup
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/daytonaworker/daytona-worker/internal/jsvalue"
 )
 
 // Labels and names on Daytona (docs/behavior.md#labels, docs/behavior.md#create-request, docs/behavior.md#envelope, docs/behavior.md#creation-operations).
@@ -113,9 +114,9 @@ func ValidateLabels(labels map[string]string) error {
 	if len(labels) > MaxEnvelopeLabels {
 		return &LabelError{Reason: fmt.Sprintf("%d labels exceed the limit of %d", len(labels), MaxEnvelopeLabels)}
 	}
-	// Byte order: for the fixed label keys OwnershipLabels checks it is
-	// JavaScript's order too; it only has to make the answer deterministic.
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
+	// JavaScript's key order (UTF-16), as the reference reports the first
+	// bad key.
+	for _, k := range jsvalue.SortedKeys(labels) {
 		if !IsLabelKey(k) {
 			return &LabelError{Key: k, Reason: "key must match ^paperclip-[a-z-]+$"}
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/bound"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -15,7 +16,7 @@ import (
 // client for it and the account fingerprint that scopes caches and
 // evidence. The API key lives only inside the client.
 type account struct {
-	cfg         Config
+	cfg         config.Config
 	client      *daytona.Client
 	fingerprint string
 }
@@ -23,11 +24,11 @@ type account struct {
 // resolveAccount parses the config and builds a client. Config errors are invalid
 // params; a missing key is the reference's message.
 func (d *Driver) resolveAccount(raw json.RawMessage) (*account, error) {
-	cfg, err := ParseConfig(raw)
+	cfg, err := config.Parse(raw)
 	if err != nil {
 		return nil, rpc.InvalidParams("invalid config: %v", err)
 	}
-	key, err := ResolveAPIKey(cfg, d.env)
+	key, err := config.ResolveAPIKey(cfg, d.env)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +49,7 @@ func (d *Driver) resolveAccount(raw json.RawMessage) (*account, error) {
 	if err != nil {
 		return nil, rpc.InvalidParams("invalid Daytona connection settings: %v", err)
 	}
-	return &account{cfg: cfg, client: client, fingerprint: AccountFingerprint(key, cfg.APIURL)}, nil
+	return &account{cfg: cfg, client: client, fingerprint: config.AccountFingerprint(key, cfg.APIURL)}, nil
 }
 
 // scope is the key of a lease of this account: caches, gates and evidence

@@ -15,6 +15,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/bound"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -69,7 +70,7 @@ func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, e
 	if err != nil {
 		return rpc.Lease{}, err
 	}
-	src, err := RuntimeCreateSource(c.cfg)
+	src, err := config.RuntimeCreateSource(c.cfg)
 	if err != nil {
 		return rpc.Lease{}, err
 	}
@@ -128,12 +129,12 @@ func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, e
 // create makes the sandbox under the attempt's unique name and waits until
 // it runs. A failure that may have allocated something is cleaned up by name
 // and label, or handed to the host as an envelope.
-func (a *acquisition) create(ctx context.Context, src CreateSource, labels map[string]string, ttl int64) (*daytona.Sandbox, error) {
+func (a *acquisition) create(ctx context.Context, src config.CreateSource, labels map[string]string, ttl int64) (*daytona.Sandbox, error) {
 	cfg := a.c.cfg
 	req := &daytona.CreateSandboxRequest{
 		Name:                a.envelope.ProviderLeaseID,
 		Labels:              cleanup.CopyLabels(labels), // the client or server may add labels; ownership checks use ours
-		AutoStopInterval:    new(int(EffectiveAutoStopMinutes(cfg, cfg.ReuseLease, 0))),
+		AutoStopInterval:    new(int(config.EffectiveAutoStopMinutes(cfg, cfg.ReuseLease, 0))),
 		AutoArchiveInterval: new(int(cfg.AutoArchiveInterval)),
 		AutoDeleteInterval:  new(int(cfg.AutoDeleteInterval)),
 	}
@@ -373,8 +374,8 @@ func (a *acquisition) configureExpiry(ctx context.Context, sb *daytona.Sandbox) 
 // leaseMetadata is the lease metadata of docs/behavior.md#acquire. It never
 // carries host-owned keys (docs/host.md#lease) and config keys keep their
 // saved values, so reuse matching still works.
-func leaseMetadata(cfg Config, sb *daytona.Sandbox, ws setupResult, resumed bool, resumedFrom string, sentinel map[string]any) map[string]any {
-	md := LeaseConfigMetadata(cfg)
+func leaseMetadata(cfg config.Config, sb *daytona.Sandbox, ws setupResult, resumed bool, resumedFrom string, sentinel map[string]any) map[string]any {
+	md := config.LeaseMetadata(cfg)
 	md["provider"] = DriverKey
 	md["shellCommand"] = ws.shell
 	md["sandboxId"] = sb.ID
@@ -394,9 +395,9 @@ func leaseMetadata(cfg Config, sb *daytona.Sandbox, ws setupResult, resumed bool
 
 func remainingSeconds(ctx context.Context) int64 {
 	if dl, ok := ctx.Deadline(); ok {
-		return ToTimeoutSeconds(max(1, time.Until(dl).Milliseconds()))
+		return config.ToTimeoutSeconds(max(1, time.Until(dl).Milliseconds()))
 	}
-	return ToTimeoutSeconds(DefaultTimeoutMs)
+	return config.ToTimeoutSeconds(config.DefaultTimeoutMs)
 }
 
 func wholeUnits(v *float64) int {

@@ -13,6 +13,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -33,7 +34,7 @@ const DriverKey = "daytona"
 type Options struct {
 	// Env looks up host environment variables (DAYTONA_API_KEY). Nil means
 	// os.LookupEnv.
-	Env EnvLookup
+	Env config.EnvLookup
 	// HTTPClient is shared by every Daytona client the driver makes, so
 	// connections are reused across leases and accounts. Nil means a client
 	// with a default transport and no overall timeout (transfers and long
@@ -59,7 +60,7 @@ type Options struct {
 // methods of docs/host.md#environment-methods from params alone, with in-memory caches that are
 // only an optimisation. It is safe for concurrent use; one per worker.
 type Driver struct {
-	env    EnvLookup
+	env    config.EnvLookup
 	http   *http.Client
 	log    *slog.Logger
 	now    func() time.Time

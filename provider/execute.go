@@ -13,6 +13,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -61,7 +62,7 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 		return rpc.ExecuteResult{}, err
 	}
 	k := c.scope(p.EnvironmentBase, leaseID)
-	timeoutMs := ResolveTimeoutMs(p.TimeoutMs, c.cfg)
+	timeoutMs := config.ResolveTimeoutMs(p.TimeoutMs, c.cfg)
 	timeout := clamp.Millis(timeoutMs)
 	ctx, cancel := context.WithTimeout(ctx, timeout+answerMargin)
 	defer cancel()

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	filesync "github.com/daytonaworker/daytona-worker/sync"
 )
@@ -126,6 +127,6 @@ func TestSyncErrorCapsAHugeSourcePath(t *testing.T) {
 // than the sweep's age may belong to a running call, so the age must be
 // longer (with room for the 30 s scratch cleanup).
 func TestStaleAfterOutlastsTheLongestSyncCall(t *testing.T) {
-	longest := time.Duration(MaxTimeoutMs)*time.Millisecond + answerMargin + 30*time.Second
+	longest := time.Duration(config.MaxTimeoutMs)*time.Millisecond + answerMargin + 30*time.Second
 	assert.Greater(t, filesync.DefaultStaleAfter, longest)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -30,7 +31,7 @@ func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeRes
 	budget := min(c.cfg.AcquireBudget(), probeWindow-probeDeleteReserve)
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
-	src, err := RuntimeCreateSource(c.cfg)
+	src, err := config.RuntimeCreateSource(c.cfg)
 	if err != nil {
 		return probeFailure(c.cfg, err), nil
 	}
@@ -69,14 +70,14 @@ func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeRes
 	if err != nil {
 		return probeFailure(c.cfg, err), nil
 	}
-	md := LeaseConfigMetadata(c.cfg)
+	md := config.LeaseMetadata(c.cfg)
 	md["provider"], md["shellCommand"], md["sandboxId"], md["sandboxName"] = DriverKey, ws.shell, sb.ID, sb.Name
 	md["target"], md["remoteCwd"] = nullable(sb.Target), ws.remoteCwd
 	return rpc.ProbeResult{OK: true, Summary: "Connected to Daytona sandbox " + sb.Name + ".", Metadata: md}, nil
 }
 
-func probeFailure(cfg Config, err error) rpc.ProbeResult {
-	md := LeaseConfigMetadata(cfg)
+func probeFailure(cfg config.Config, err error) rpc.ProbeResult {
+	md := config.LeaseMetadata(cfg)
 	md["provider"] = DriverKey
 	md["error"] = err.Error()
 	summary := "Daytona sandbox probe failed."
@@ -88,10 +89,10 @@ func probeFailure(cfg Config, err error) rpc.ProbeResult {
 }
 
 // ParseConfigOrDefault parses a config, falling back to the defaults.
-func ParseConfigOrDefault(raw json.RawMessage) Config {
-	cfg, err := ParseConfig(raw)
+func ParseConfigOrDefault(raw json.RawMessage) config.Config {
+	cfg, err := config.Parse(raw)
 	if err != nil {
-		return DefaultConfig()
+		return config.Default()
 	}
 	return cfg
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/bound"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -221,12 +222,12 @@ func (d *Driver) raiseWarmAutoStop(ctx context.Context, c *account, sb *daytona.
 	if _, warm := c.cfg.WarmIdleWindowMs(); !warm {
 		return
 	}
-	want := EffectiveAutoStopMinutes(c.cfg, true, 0)
+	want := config.EffectiveAutoStopMinutes(c.cfg, true, 0)
 	current := int64(-1)
 	if sb.AutoStopInterval != nil {
 		current = int64(*sb.AutoStopInterval)
 	}
-	if current >= 0 && !ShouldRaiseAutoStop(current, want) {
+	if current >= 0 && !config.ShouldRaiseAutoStop(current, want) {
 		return
 	}
 	err := bound.Call(ctx, "sandbox.setAutostopInterval", warmRaiseBound, func(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 )
 
 // Bounds of starting a sandbox (docs/behavior.md#ensure-started): startMargin
@@ -100,7 +101,7 @@ func (d *Driver) sandbox(ctx context.Context, c *account, k scopeKey, leaseID st
 	if err != nil || !hit {
 		return sb, hit, err
 	}
-	if threshold, ok := StaleHandleThreshold(c.cfg); ok && d.handles.stale(k, threshold) {
+	if threshold, ok := config.StaleHandleThreshold(c.cfg); ok && d.handles.stale(k, threshold) {
 		var fresh *daytona.Sandbox
 		err := c.boundCall(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
 			var err error

@@ -12,6 +12,9 @@ import (
 	"strings"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/jsvalue"
+	"github.com/daytonaworker/daytona-worker/internal/shell"
+	"github.com/daytonaworker/daytona-worker/provider/config"
 )
 
 // Workspace layout inside a sandbox (docs/behavior.md#workdir-and-shell, docs/behavior.md#sentinel).
@@ -42,7 +45,7 @@ if command -v bash >/dev/null 2>&1; then sh=bash; else sh=sh; fi
 		dir := path.Dir(sentinelRelPath)
 		b.WriteString(`mkdir -p "$ws/` + dir + `" && chmod 755 "$ws/` + dir + `" || exit 42
 f="$ws/` + sentinelRelPath + `"
-printf '%s\n' ` + ShellQuote(string(sentinel)) + ` > "$f.tmp.$$" && mv -f "$f.tmp.$$" "$f" || { rm -f "$f.tmp.$$"; exit 43; }
+printf '%s\n' ` + shell.Quote(string(sentinel)) + ` > "$f.tmp.$$" && mv -f "$f.tmp.$$" "$f" || { rm -f "$f.tmp.$$"; exit 43; }
 `)
 	}
 	b.WriteString(`printf '` + setupMarker + `\t%s\t%s\n' "$ws" "$sh"
@@ -55,7 +58,7 @@ printf '%s\n' ` + ShellQuote(string(sentinel)) + ` > "$f.tmp.$$" && mv -f "$f.tm
 func resumeScript(sentinelPath string) string {
 	return `if command -v bash >/dev/null 2>&1; then sh=bash; else sh=sh; fi
 printf '` + setupMarker + `\t%s\n' "$sh"
-cat -- ` + ShellQuote(sentinelPath) + ` 2>/dev/null || printf '\n` + setupMarker + `-missing\n'
+cat -- ` + shell.Quote(sentinelPath) + ` 2>/dev/null || printf '\n` + setupMarker + `-missing\n'
 `
 }
 
@@ -98,7 +101,7 @@ type sentinelInputs struct {
 	companyID, environmentID, agentID, executionWorkspaceID, issueID, adapterType string
 	runID, sandboxID                                                              string
 	reuse                                                                         bool
-	cfg                                                                           Config
+	cfg                                                                           config.Config
 }
 
 // sentinelToken is the identity proof of docs/behavior.md#sentinel, bit-for-bit
@@ -124,7 +127,7 @@ func sentinelToken(in sentinelInputs) string {
 		m["ephemeralRunId"] = in.runID
 		m["ephemeralProviderLeaseId"] = in.sandboxID
 	}
-	b, err := StableStringify(m)
+	b, err := jsvalue.StableStringify(m)
 	if err != nil {
 		panic(err) // strings and numbers only
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
+	"github.com/daytonaworker/daytona-worker/internal/jsvalue"
 )
 
 // scopeKey identifies one lease of one account: stableStringify of driver
@@ -19,7 +20,7 @@ import (
 type scopeKey string
 
 func makeScopeKey(driverKey, companyID, environmentID, leaseID, fingerprint string) scopeKey {
-	b, err := StableStringify(map[string]any{
+	b, err := jsvalue.StableStringify(map[string]any{
 		"driverKey": driverKey, "companyId": companyID, "environmentId": environmentID,
 		"providerLeaseId": leaseID, "account": fingerprint,
 	})
