@@ -1,7 +1,11 @@
 package daytonatest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -237,4 +241,149 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, plane string, rt 
 		}
 	}
 	rt.h(c)
+}
+
+var apiRoutes = mkRoutes([]route{
+	{method: "GET", tmpl: "/sandbox", h: apiList},
+	{method: "POST", tmpl: "/sandbox", h: apiCreate},
+	{method: "GET", tmpl: "/sandbox/paginated", h: apiListPaginated},
+	{method: "GET", tmpl: "/sandbox/{sandboxIdOrName}", h: apiGet},
+	{method: "DELETE", tmpl: "/sandbox/{sandboxIdOrName}", h: apiDelete},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/start", h: apiStart},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/stop", h: apiStop},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/recover", h: apiRecover},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/archive", h: apiArchive},
+	{method: "PUT", tmpl: "/sandbox/{sandboxIdOrName}/labels", h: apiLabels},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autostop/{interval}", h: apiInterval("autostop")},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autoarchive/{interval}", h: apiInterval("autoarchive")},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autodelete/{interval}", h: apiInterval("autodelete")},
+	// Not in the v0.190.0 documents: the proposed wall-clock lifetime of
+	// docs/behavior.md#ttl (see proposedRoutes).
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/ttl/{interval}", h: apiInterval("ttl")},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/public/{isPublic}", h: apiPublic},
+	{method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/network-settings", h: apiNetwork},
+	{method: "POST", tmpl: "/sandbox/{sandboxId}/last-activity", h: apiLastActivity},
+	{method: "GET", tmpl: "/sandbox/{sandboxId}/toolbox-proxy-url", h: apiToolboxURL},
+	{method: "GET", tmpl: "/sandbox/{sandboxIdOrName}/ports/{port}/preview-url", h: apiPreviewURL},
+})
+
+// serveAPI dispatches a control-plane request; rel is the path after /api.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rel string) {
+	rt, params, _ := matchRoute(apiRoutes, r.Method, rel)
+	if rt == nil {
+		rec := s.logRequest(r, planeAPI, rel, rel, "")
+		sw := &statusWriter{ResponseWriter: w}
+		writeAPIError(sw, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
+		s.finishRequest(rec, sw)
+		return
+	}
+	var sb *sandbox
+	name := ""
+	key := params["sandboxIdOrName"]
+	if key == "" {
+		key = params["sandboxId"]
+	}
+	if key != "" {
+		s.mu.Lock()
+		sb = s.lookupLocked(key)
+		if sb != nil {
+			name = sb.name
+		} else if old, ok := s.sandboxes[key]; ok {
+			name = old.name
+		}
+		s.mu.Unlock()
+	}
+	if rt.tmpl == "/sandbox" && r.Method == "POST" {
+		// Peek at the requested name so Fault.Sandbox can target a create.
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var peek struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(body, &peek)
+		name = peek.Name
+	}
+	if !bearerOK(r, s.cfg.apiKey) {
+		rec := s.logRequest(r, planeAPI, rt.tmpl, rel, "")
+		sw := &statusWriter{ResponseWriter: w}
+		writeAPIError(sw, r, http.StatusUnauthorized, "Unauthorized")
+		s.finishRequest(rec, sw)
+		return
+	}
+	s.serve(w, r, planeAPI, rt, params, rel, sb, name)
+}
+
+var toolboxRoutes = mkRoutes([]route{
+	{method: "GET", tmpl: "/version", h: tbVersion},
+	{method: "GET", tmpl: "/work-dir", h: tbWorkDir},
+	{method: "GET", tmpl: "/user-home-dir", h: tbWorkDir},
+	{method: "POST", tmpl: "/process/execute", h: tbExecute},
+	{method: "GET", tmpl: "/process/session", h: tbListSessions},
+	{method: "POST", tmpl: "/process/session", h: tbCreateSession},
+	{method: "GET", tmpl: "/process/session/entrypoint/logs", h: tbEntrypointLogs},
+	{method: "GET", tmpl: "/process/session/{sessionId}", h: tbGetSession},
+	{method: "DELETE", tmpl: "/process/session/{sessionId}", h: tbDeleteSession},
+	{method: "POST", tmpl: "/process/session/{sessionId}/exec", h: tbSessionExec},
+	{method: "GET", tmpl: "/process/session/{sessionId}/command/{commandId}", h: tbCommand},
+	{method: "GET", tmpl: "/process/session/{sessionId}/command/{commandId}/logs", h: tbCommandLogs},
+	{method: "POST", tmpl: "/process/session/{sessionId}/command/{commandId}/input", h: tbCommandInput},
+	{method: "GET", tmpl: "/process/pty", h: tbListPty},
+	{method: "POST", tmpl: "/process/pty", h: tbCreatePty},
+	{method: "GET", tmpl: "/process/pty/{sessionId}", h: tbGetPty},
+	{method: "DELETE", tmpl: "/process/pty/{sessionId}", h: tbDeletePty},
+	{method: "GET", tmpl: "/process/pty/{sessionId}/connect", h: tbConnectPty},
+	{method: "POST", tmpl: "/process/pty/{sessionId}/resize", h: tbResizePty},
+	{method: "GET", tmpl: "/files", h: tbListFiles},
+	{method: "DELETE", tmpl: "/files", h: tbDeleteFile},
+	{method: "GET", tmpl: "/files/info", h: tbFileInfo},
+	{method: "POST", tmpl: "/files/folder", h: tbCreateFolder},
+	{method: "POST", tmpl: "/files/move", h: tbMoveFile},
+	{method: "POST", tmpl: "/files/permissions", h: tbPermissions},
+	{method: "GET", tmpl: "/files/download", h: tbDownload},
+	{method: "POST", tmpl: "/files/bulk-download", h: tbBulkDownload},
+	{method: "POST", tmpl: "/files/upload", h: tbUpload},
+	{method: "POST", tmpl: "/files/bulk-upload", h: tbBulkUpload},
+})
+
+// serveToolbox dispatches <toolboxProxyUrl>/<sandboxId>/<path>.
+func (s *Server) serveToolbox(w http.ResponseWriter, r *http.Request, rel string) {
+	rel = strings.TrimPrefix(rel, "/")
+	id, rest, _ := strings.Cut(rel, "/")
+	rest = "/" + rest
+	rt, params, _ := matchRoute(toolboxRoutes, r.Method, rest)
+	s.mu.Lock()
+	sb := s.sandboxes[id]
+	if sb != nil && !sb.visibleLocked() {
+		sb = nil
+	}
+	name, token := "", ""
+	if sb != nil {
+		name, token = sb.name, sb.previewToken
+	}
+	s.mu.Unlock()
+	sbID := ""
+	if sb != nil {
+		sbID = sb.id
+	}
+	if rt == nil || rest == "/" {
+		rec := s.logRequest(r, planeToolbox, rest, rest, sbID)
+		sw := &statusWriter{ResponseWriter: w}
+		writeToolboxError(sw, r, http.StatusNotFound, "not found")
+		s.finishRequest(rec, sw)
+		return
+	}
+	if !bearerOK(r, s.cfg.apiKey) && (token == "" || r.Header.Get("X-Daytona-Preview-Token") != token) {
+		rec := s.logRequest(r, planeToolbox, rt.tmpl, rest, sbID)
+		sw := &statusWriter{ResponseWriter: w}
+		writeToolboxError(sw, r, http.StatusUnauthorized, "invalid or missing authentication")
+		s.finishRequest(rec, sw)
+		return
+	}
+	wrapped := *rt
+	wrapped.h = func(c *call) {
+		if c.toolboxReady() {
+			rt.h(c)
+		}
+	}
+	s.serve(w, r, planeToolbox, &wrapped, params, rest, sb, name)
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -89,28 +88,6 @@ type sandbox struct {
 	tb toolbox
 }
 
-// SandboxInfo is a snapshot of an emulated sandbox for test assertions.
-type SandboxInfo struct {
-	ID, Name            string
-	State, DesiredState string
-	ErrorReason         string
-	Recoverable         bool
-	Labels, Env         map[string]string
-	Snapshot, User      string
-	Public              bool
-	AutoStopInterval    int
-	AutoArchiveInterval int
-	AutoDeleteInterval  int
-	CPU, Memory, Disk   int
-	ContainerLost       bool
-	// DiskBytes is the disk allocation toolbox writes and commands are held to.
-	DiskBytes int64
-	// Root is the sandbox's tree on the host; HomeDir (= WorkDir) lies inside.
-	Root, HomeDir, WorkDir    string
-	CreatedAt, LastActivityAt time.Time
-	Pending                   bool // a transition is in progress
-}
-
 func copyMap(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
@@ -158,181 +135,8 @@ func (sb *sandbox) visibleLocked() bool {
 	return true
 }
 
-// Sandbox returns a snapshot of the sandbox with this id or name (any
-// state except destroyed).
-func (s *Server) Sandbox(idOrName string) (SandboxInfo, bool) {
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil {
-		if sb2, ok := s.sandboxes[idOrName]; ok {
-			return sb2.infoLocked(), true
-		}
-		return SandboxInfo{}, false
-	}
-	return sb.infoLocked(), true
-}
-
-// Sandboxes returns snapshots of all sandboxes not yet destroyed, in
-// creation order.
-func (s *Server) Sandboxes() []SandboxInfo {
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []SandboxInfo
-	for _, id := range s.order {
-		if sb := s.sandboxes[id]; sb.state != StateDestroyed {
-			out = append(out, sb.infoLocked())
-		}
-	}
-	return out
-}
-
-// AwaitState waits until the sandbox (by id or name) is in state. It fails
-// early if the sandbox is destroyed (unless state is "destroyed").
-func (s *Server) AwaitState(ctx context.Context, idOrName, state string) error {
-	var gone bool
-	err := s.Await(ctx, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		sb := s.lookupLocked(idOrName)
-		if sb == nil {
-			sb = s.sandboxes[idOrName]
-		}
-		if sb == nil {
-			gone = true
-			return true
-		}
-		if sb.state == state {
-			return true
-		}
-		if sb.state == StateDestroyed {
-			gone = true
-			return true
-		}
-		return false
-	})
-	if err != nil {
-		return err
-	}
-	if gone && state != StateDestroyed {
-		return fmt.Errorf("daytonatest: sandbox %s is gone", idOrName)
-	}
-	return nil
-}
-
-// AwaitGone waits until GET /sandbox/{id} answers 404.
-func (s *Server) AwaitGone(ctx context.Context, id string) error {
-	return s.Await(ctx, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.lookupLocked(id) == nil
-	})
-}
-
-// HoldTransitions freezes lifecycle transitions of one sandbox (by id or
-// name; a name may be held before the sandbox is created), or of every
-// sandbox when idOrName is "", until the returned
-// release func is called: intermediate states (creating, stopping, ...)
-// stay observable for as long as the test needs. While held, create,
-// start and recover answer at once with the intermediate state instead of
-// waiting for "started" (as Daytona does after its 30 s server wait).
-func (s *Server) HoldTransitions(idOrName string) (release func()) {
-	s.init()
-	s.mu.Lock()
-	key := idOrName
-	if key != "" {
-		if sb := s.lookupLocked(idOrName); sb != nil {
-			key = sb.id
-		}
-	}
-	s.holds[key]++
-	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			s.holds[key]--
-			if s.holds[key] <= 0 {
-				delete(s.holds, key)
-			}
-			s.notifyLocked()
-			s.mu.Unlock()
-		})
-	}
-}
-
 func (s *Server) heldLocked(sb *sandbox) bool {
 	return s.holds[""] > 0 || s.holds[sb.id] > 0 || s.holds[sb.name] > 0
-}
-
-// SetError puts a sandbox into the error state with this reason, as a
-// runner failure would; its processes are killed.
-func (s *Server) SetError(idOrName, reason string, recoverable bool) error {
-	s.init()
-	s.mu.Lock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("daytonatest: no sandbox %q", idOrName)
-	}
-	sb.gen++
-	sb.pending = false
-	sb.state = StateError
-	sb.errorReason = reason
-	sb.recoverable = recoverable
-	sb.updatedAt = s.cfg.now()
-	s.notifyLocked()
-	s.mu.Unlock()
-	sb.killAll("sandbox error")
-	return nil
-}
-
-// LoseContainer makes the runner lose the sandbox's container: toolbox
-// calls then fail with the 404 of docs/daytona.md#missing-container, and starting it ends in state
-// error with MissingContainerReason (recoverable false).
-func (s *Server) LoseContainer(idOrName string) error {
-	s.init()
-	s.mu.Lock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("daytonatest: no sandbox %q", idOrName)
-	}
-	sb.containerLost = true
-	s.notifyLocked()
-	s.mu.Unlock()
-	sb.killAll("container lost")
-	return nil
-}
-
-// StopSandbox stops a started sandbox server-side, as auto-stop does.
-func (s *Server) StopSandbox(idOrName string) error {
-	s.init()
-	s.mu.Lock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil || sb.state != StateStarted {
-		s.mu.Unlock()
-		return fmt.Errorf("daytonatest: sandbox %q is not started", idOrName)
-	}
-	s.beginStopLocked(sb)
-	s.mu.Unlock()
-	sb.killAll("sandbox stopped")
-	return nil
-}
-
-// SetDiskAllocation changes a sandbox's disk allocation in bytes.
-func (s *Server) SetDiskAllocation(idOrName string, bytes int64) error {
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil {
-		return fmt.Errorf("daytonatest: no sandbox %q", idOrName)
-	}
-	sb.diskBytes = bytes
-	return nil
 }
 
 // newSandboxLocked allocates a sandbox record and its host tree.
@@ -506,4 +310,75 @@ func (s *Server) RunAutoLifecycle(now time.Time) int {
 		sb.killAll("auto lifecycle")
 	}
 	return n
+}
+
+// sandboxDTO is the Sandbox / SandboxListItem schema of api.openapi.yaml.
+type sandboxDTO struct {
+	ID                  string             `json:"id"`
+	OrganizationID      string             `json:"organizationId"`
+	Name                string             `json:"name"`
+	Snapshot            string             `json:"snapshot,omitempty"`
+	User                string             `json:"user"`
+	Env                 *map[string]string `json:"env,omitempty"`
+	Labels              map[string]string  `json:"labels"`
+	Public              bool               `json:"public"`
+	NetworkBlockAll     *bool              `json:"networkBlockAll,omitempty"`
+	NetworkAllowList    *string            `json:"networkAllowList,omitempty"`
+	DomainAllowList     *string            `json:"domainAllowList,omitempty"`
+	Target              string             `json:"target"`
+	CPU                 int                `json:"cpu"`
+	GPU                 int                `json:"gpu"`
+	GPUType             string             `json:"gpuType,omitempty"`
+	Memory              int                `json:"memory"`
+	Disk                int                `json:"disk"`
+	State               string             `json:"state"`
+	DesiredState        string             `json:"desiredState"`
+	ErrorReason         string             `json:"errorReason,omitempty"`
+	Recoverable         bool               `json:"recoverable"`
+	BackupState         string             `json:"backupState"`
+	AutoStopInterval    int                `json:"autoStopInterval"`
+	AutoArchiveInterval int                `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int                `json:"autoDeleteInterval"`
+	Volumes             []volume           `json:"volumes,omitempty"`
+	BuildInfo           *buildInfo         `json:"buildInfo,omitempty"`
+	CreatedAt           string             `json:"createdAt"`
+	UpdatedAt           string             `json:"updatedAt"`
+	LastActivityAt      string             `json:"lastActivityAt"`
+	SandboxClass        string             `json:"sandboxClass"`
+	DaemonVersion       string             `json:"daemonVersion"`
+	RunnerID            string             `json:"runnerId"`
+	ToolboxProxyURL     string             `json:"toolboxProxyUrl"`
+	// AutoDestroyAt is the proposed wall-clock expiry (docs/behavior.md#ttl); absent
+	// without a TTL.
+	AutoDestroyAt string `json:"autoDestroyAt,omitempty"`
+}
+
+func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// dtoLocked renders the sandbox; full=false gives a SandboxListItem.
+func (sb *sandbox) dtoLocked(full bool, toolboxURL string) sandboxDTO {
+	d := sandboxDTO{
+		ID: sb.id, OrganizationID: sb.orgID, Name: sb.name, Snapshot: sb.snapshot, User: sb.user,
+		Labels: copyMap(sb.labels), Public: sb.public, Target: sb.target,
+		CPU: sb.cpu, GPU: sb.gpu, GPUType: sb.gpuType, Memory: sb.memory, Disk: sb.disk,
+		State: sb.state, DesiredState: sb.desired, ErrorReason: sb.errorReason, Recoverable: sb.recoverable,
+		BackupState: sb.backupState, AutoStopInterval: sb.autoStop, AutoArchiveInterval: sb.autoArchive,
+		AutoDeleteInterval: sb.autoDelete, CreatedAt: isoTime(sb.createdAt), UpdatedAt: isoTime(sb.updatedAt),
+		LastActivityAt: isoTime(sb.lastActivity), SandboxClass: "container", DaemonVersion: daemonVersion,
+		RunnerID: "runner-daytonatest", ToolboxProxyURL: toolboxURL,
+	}
+	if !sb.autoDestroyAt.IsZero() {
+		d.AutoDestroyAt = isoTime(sb.autoDestroyAt)
+	}
+	if full {
+		env := copyMap(sb.env)
+		d.Env = &env
+		nb := sb.networkBlockAll
+		d.NetworkBlockAll = &nb
+		d.NetworkAllowList = sb.networkAllowList
+		d.DomainAllowList = sb.domainAllowList
+		d.Volumes = sb.volumes
+		d.BuildInfo = sb.build
+	}
+	return d
 }
