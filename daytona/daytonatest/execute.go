@@ -14,11 +14,6 @@ import (
 	"time"
 )
 
-// shellQuote quotes s for bash.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 // fsizeBlocks is the `ulimit -f` value (1024-byte blocks) matching the
 // sandbox's remaining disk allocation.
 func (sb *sandbox) fsizeBlocks() int64 {

@@ -1,6 +1,8 @@
 package daytonatest
 
 import (
+	"github.com/daytonaworker/daytona-worker/internal/shell"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -351,7 +353,7 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 	}
 	tok := string(ss.token)
 	line := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; source %s %s; printf '%%s:%%s:%%s\\n' %s %s \"$?\"; printf '%%s:%%s\\n' %s %s >&2\n",
-		ss.sb.fsizeBlocks(), shellQuote(scriptPath), stdin, shellQuote(tok), shellQuote(cm.id), shellQuote(tok), shellQuote(cm.id))
+		ss.sb.fsizeBlocks(), shell.Quote(scriptPath), stdin, shell.Quote(tok), shell.Quote(cm.id), shell.Quote(tok), shell.Quote(cm.id))
 	if _, err := io.WriteString(ss.script, line); err != nil {
 		_ = f.Close()
 		return nil, errors.New("session process has exited")
