@@ -1,9 +1,11 @@
 package daytona
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -25,19 +27,21 @@ type ExecuteResponse struct {
 
 // Execute runs a one-shot command and waits for it (no client-side
 // timeout; use ctx or req.Timeout). A server-side timeout is a 408 that
-// matches ErrTimeout; its output is lost. Never retried.
+// matches ErrTimeout; its output is lost. Never retried. It is ExecuteStream
+// collecting the text, bounded by the client's JSON answer limit: a larger
+// answer is ErrMalformedResponse (use ExecuteStream for unbounded output).
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/process/POST/process/execute
 func (s *ToolboxService) Execute(ctx context.Context, ref SandboxRef, req *ExecuteRequest) (*ExecuteResponse, *Response, error) {
-	if req == nil || strings.TrimSpace(req.Command) == "" {
-		return nil, nil, fmt.Errorf("%w: command is empty", ErrInvalidArgument)
-	}
-	out := new(ExecuteResponse)
-	r, err := s.client.do(ctx, &call{rt: rExecute, ref: ref, body: jsonBody(req)}, out)
+	var text bytes.Buffer
+	code, r, err := s.execute(ctx, ref, req, s.client.jsonLimit, func(p []byte) error {
+		text.Write(p)
+		return nil
+	})
 	if err != nil {
 		return nil, r, err
 	}
-	return out, r, nil
+	return &ExecuteResponse{ExitCode: code, Result: text.String()}, r, nil
 }
 
 // ExecuteStream runs a one-shot command like Execute, but reads the answer
@@ -54,19 +58,30 @@ func (s *ToolboxService) Execute(ctx context.Context, ref SandboxRef, req *Execu
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/process/POST/process/execute
 func (s *ToolboxService) ExecuteStream(ctx context.Context, ref SandboxRef, req *ExecuteRequest, onResult func(text []byte) error) (int, *Response, error) {
-	if req == nil || strings.TrimSpace(req.Command) == "" {
-		return 0, nil, fmt.Errorf("%w: command is empty", ErrInvalidArgument)
-	}
 	if onResult == nil {
 		return 0, nil, fmt.Errorf("%w: callback is nil", ErrInvalidArgument)
+	}
+	return s.execute(ctx, ref, req, 0, onResult)
+}
+
+// execute sends a one-shot execute and decodes its answer with the one
+// streaming decoder; limit > 0 bounds the answer's size in bytes.
+func (s *ToolboxService) execute(ctx context.Context, ref SandboxRef, req *ExecuteRequest, limit int64, onResult func(text []byte) error) (int, *Response, error) {
+	if req == nil || strings.TrimSpace(req.Command) == "" {
+		return 0, nil, fmt.Errorf("%w: command is empty", ErrInvalidArgument)
 	}
 	resp, r, err := s.client.send(ctx, &call{rt: rExecute, ref: ref, body: jsonBody(req)})
 	if err != nil {
 		return 0, r, err
 	}
 	defer resp.Body.Close()
+	body := io.Reader(resp.Body)
+	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
+	if limit > 0 {
+		body = lr
+	}
 	var cbErr error
-	code, err := decodeOneShot(resp.Body, func(p []byte) error {
+	code, err := decodeOneShot(body, func(p []byte) error {
 		cbErr = onResult(p)
 		return cbErr
 	})
@@ -75,6 +90,8 @@ func (s *ToolboxService) ExecuteStream(ctx context.Context, ref SandboxRef, req 
 		return code, r, nil
 	case cbErr != nil: // the decoder stops at once and returns it
 		return 0, r, cbErr
+	case limit > 0 && lr.N <= 0:
+		return 0, r, fmt.Errorf("%w: %s: answer larger than %d bytes", ErrMalformedResponse, rExecute, limit)
 	case ctx.Err() != nil:
 		return 0, r, &TransportError{Method: rExecute.method, Route: rExecute.tmpl, Err: ctx.Err()}
 	}
