@@ -27,30 +27,25 @@ const (
 	// DefaultSource is sent as X-Daytona-Source. It is deliberately not
 	// "sdk-go": the daemon strips fields for old sdk-go decoders.
 	DefaultSource = "daytona-worker-go"
-	// DefaultUserAgent is the User-Agent unless WithUserAgent is given.
+	// DefaultUserAgent is the User-Agent of every request.
 	DefaultUserAgent = "daytona-worker-go/" + SDKVersion
 )
 
 // Header names of docs/daytona.md#client-setup.
 const (
-	HeaderSDKVersion       = "X-Daytona-SDK-Version"
-	HeaderSource           = "X-Daytona-Source"
-	HeaderOrganizationID   = "X-Daytona-Organization-ID"
-	HeaderPreviewToken     = "X-Daytona-Preview-Token"
-	HeaderSkipLastActivity = "X-Daytona-Skip-Last-Activity-Update"
-	HeaderSplitOutput      = "X-Daytona-Split-Output"
+	HeaderSDKVersion   = "X-Daytona-SDK-Version"
+	HeaderSource       = "X-Daytona-Source"
+	HeaderPreviewToken = "X-Daytona-Preview-Token"
+	HeaderSplitOutput  = "X-Daytona-Split-Output"
 )
 
 // Client talks to one Daytona organization. It is safe for concurrent use.
 // Build it with [NewClient].
 type Client struct {
-	apiURL    *url.URL
-	apiKey    string
-	orgID     string
-	target    string
-	userAgent string
-	source    string
-	hc        *http.Client
+	apiURL *url.URL
+	apiKey string
+	target string
+	hc     *http.Client
 
 	retry     RetryPolicy
 	poll      func() backoff.BackOff
@@ -145,19 +140,6 @@ func WithAPIKey(key string) Option {
 	}
 }
 
-// WithOrganizationID sets X-Daytona-Organization-ID, needed when the bearer
-// credential is a user JWT rather than an organization API key.
-func WithOrganizationID(id string) Option {
-	return func(c *Client) error {
-		id = strings.TrimSpace(id)
-		if id == "" || strings.ContainsAny(id, "\r\n") {
-			return fmt.Errorf("%w: organization ID is empty or invalid", ErrInvalidArgument)
-		}
-		c.orgID = id
-		return nil
-	}
-}
-
 // WithTarget sets the default region for new sandboxes; a
 // [CreateSandboxRequest.Target] overrides it. Empty means the
 // organization's default region.
@@ -177,29 +159,6 @@ func WithHTTPClient(hc *http.Client) Option {
 		}
 		cp := *hc
 		c.hc = &cp
-		return nil
-	}
-}
-
-// WithUserAgent sets the User-Agent header.
-func WithUserAgent(ua string) Option {
-	return func(c *Client) error {
-		if strings.TrimSpace(ua) == "" || strings.ContainsAny(ua, "\r\n") {
-			return fmt.Errorf("%w: user agent is empty or invalid", ErrInvalidArgument)
-		}
-		c.userAgent = ua
-		return nil
-	}
-}
-
-// WithSource sets X-Daytona-Source (default DefaultSource). Do not claim
-// "sdk-go" (docs/daytona.md#version-headers).
-func WithSource(src string) Option {
-	return func(c *Client) error {
-		if strings.TrimSpace(src) == "" || strings.ContainsAny(src, "\r\n") {
-			return fmt.Errorf("%w: source is empty or invalid", ErrInvalidArgument)
-		}
-		c.source = src
 		return nil
 	}
 }
@@ -242,8 +201,6 @@ func WithPollBackOff(f func() backoff.BackOff) Option {
 // NewClient builds a client. An API key is required.
 func NewClient(opts ...Option) (*Client, error) {
 	c := &Client{
-		userAgent: DefaultUserAgent,
-		source:    DefaultSource,
 		retry: RetryPolicy{
 			MaxRetries:    3,
 			BackOff:       defaultRetryBackOff,
@@ -384,26 +341,13 @@ func (c *Client) requestURL(cl *call) (string, error) {
 	return u.String(), nil
 }
 
-type skipActivityKey struct{}
-
-// SkipLastActivity returns a context whose toolbox calls send
-// X-Daytona-Skip-Last-Activity-Update: true, so they do not reset the
-// sandbox's auto-stop timer (docs/daytona.md#toolbox-address): for probes that must not
-// keep a sandbox alive.
-func SkipLastActivity(ctx context.Context) context.Context {
-	return context.WithValue(ctx, skipActivityKey{}, true)
-}
-
-func (c *Client) setHeaders(ctx context.Context, rt *route, h http.Header) {
-	if rt.api == toolboxAPI && ctx.Value(skipActivityKey{}) != nil {
-		h.Set(HeaderSkipLastActivity, "true")
-	}
+// setHeaders sets what every request carries: credentials and the
+// client's identity.
+func (c *Client) setHeaders(h http.Header) {
 	h.Set("Authorization", "Bearer "+c.apiKey)
 	h.Set(HeaderSDKVersion, SDKVersion)
-	h.Set(HeaderSource, c.source)
-	if c.orgID != "" {
-		h.Set(HeaderOrganizationID, c.orgID)
-	}
+	h.Set(HeaderSource, DefaultSource)
+	h.Set("User-Agent", DefaultUserAgent)
 }
 
 // send performs cl with the route's retry policy and returns the open 2xx
@@ -441,12 +385,11 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 		if cl.stream != nil {
 			req.ContentLength = -1
 		}
-		c.setHeaders(ctx, cl.rt, req.Header)
+		c.setHeaders(req.Header)
 		if cl.rawLogs {
 			req.Header.Del(HeaderSDKVersion)
 			req.Header.Set(HeaderSplitOutput, "true")
 		}
-		req.Header.Set("User-Agent", c.userAgent)
 		req.Header.Set("Accept", "application/json")
 		if cl.ctype != "" {
 			req.Header.Set("Content-Type", cl.ctype)

@@ -59,7 +59,7 @@ func startedSandbox(t *testing.T, c *daytona.Client) *daytona.Sandbox {
 	t.Helper()
 	sb, _, err := c.Sandboxes.Create(t.Context(), &daytona.CreateSandboxRequest{
 		Name: testName(), Snapshot: "base", Labels: map[string]string{"daytona-client-test": "1"},
-		AutoStopInterval: daytona.Minutes(15), AutoArchiveInterval: daytona.Minutes(60), AutoDeleteInterval: daytona.Minutes(10080),
+		AutoStopInterval: new(15), AutoArchiveInterval: new(60), AutoDeleteInterval: new(10080),
 	})
 	require.NoError(t, err)
 	sb, err = c.Sandboxes.WaitUntilStarted(t.Context(), sb.ID)
@@ -74,8 +74,8 @@ func TestEmulatorLifecycle(t *testing.T) {
 	name := testName()
 	sb, _, err := c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{
 		Name: name, Snapshot: "base", Labels: map[string]string{"owner": "me", "purpose": "test"},
-		Env: map[string]string{"FOO": "bar"}, AutoStopInterval: daytona.Minutes(15), AutoArchiveInterval: daytona.Minutes(60),
-		AutoDeleteInterval: daytona.Minutes(-1),
+		Env: map[string]string{"FOO": "bar"}, AutoStopInterval: new(15), AutoArchiveInterval: new(60),
+		AutoDeleteInterval: new(-1),
 	})
 	require.NoError(t, err)
 	assert.Equal(t, name, sb.Name)

@@ -42,7 +42,7 @@ func TestLiveDaytona(t *testing.T) {
 	sb, _, err := c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{
 		Name: liveLabel + "-" + testName(), Snapshot: os.Getenv("DAYTONA_TEST_SNAPSHOT"),
 		Labels:           map[string]string{liveLabel: "client"},
-		AutoStopInterval: daytona.Minutes(15), AutoDeleteInterval: daytona.Minutes(60),
+		AutoStopInterval: new(15), AutoDeleteInterval: new(60),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {

@@ -68,9 +68,6 @@ type Demuxer struct {
 // NewDemuxer returns a demuxer at the start of a log.
 func NewDemuxer() *Demuxer { return &Demuxer{} }
 
-// Offsets returns how many bytes have been emitted per stream.
-func (d *Demuxer) Offsets() (stdout, stderr int64) { return d.off[Stdout], d.off[Stderr] }
-
 // Write feeds the next bytes of the log; emit receives the classified
 // chunks in order (Data aliases an internal buffer).
 func (d *Demuxer) Write(p []byte, emit func(LogChunk)) {
@@ -302,8 +299,7 @@ func (c *Client) dialWS(ctx context.Context, cl *call) (*websocket.Conn, error) 
 		return nil, err
 	}
 	h := http.Header{}
-	c.setHeaders(ctx, cl.rt, h)
-	h.Set("User-Agent", c.userAgent)
+	c.setHeaders(h)
 	conn, resp, err := websocket.Dial(ctx, target, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
 	if err != nil {
 		if ctx.Err() != nil {

@@ -115,7 +115,7 @@ type CreateBuildInfo struct {
 // CreateSandboxRequest is the body of POST /sandbox (docs/daytona.md#create).
 // Set either Snapshot or Image (or BuildInfo). Resources (CPU, Memory, Disk,
 // GPU) are only allowed with an image. Interval pointers: nil = server
-// default; use [Minutes] to set one.
+// default; new(15) sets one.
 type CreateSandboxRequest struct {
 	Name                string            `json:"name,omitempty"`
 	Snapshot            string            `json:"snapshot,omitempty"`
@@ -141,9 +141,6 @@ type CreateSandboxRequest struct {
 	// BuildInfo{DockerfileContent: "FROM <image>\n"} as the TS SDK does.
 	Image string `json:"-"`
 }
-
-// Minutes returns a pointer to m, for the interval fields.
-func Minutes(m int) *int { return &m }
 
 // Create creates a sandbox. It is never retried: after a timeout or 5xx,
 // look the sandbox up by the request's unique Name (docs/daytona.md#quotas-rate-limits-and-names).

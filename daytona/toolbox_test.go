@@ -83,7 +83,7 @@ func TestDemuxerEverySplit(t *testing.T) {
 	assert.Equal(t, wantErr, errb)
 	d := NewDemuxer()
 	collect(d, [][]byte{raw})
-	so, se := d.Offsets()
+	so, se := d.off[Stdout], d.off[Stderr]
 	assert.EqualValues(t, len(wantOut), so)
 	assert.EqualValues(t, len(wantErr), se)
 }
@@ -662,27 +662,6 @@ func TestNoSecretsInStreamErrors(t *testing.T) {
 	_, _, err = followAll(t, f, "refused", nil)
 	assert.ErrorIs(t, err, ErrUnauthorized)
 	assert.NotContains(t, err.Error(), testKey)
-}
-
-func TestSkipLastActivityHeader(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	var got []string
-	f.handle("GET /toolbox/sb-1/work-dir", func(w http.ResponseWriter, r *http.Request) {
-		got = append(got, r.Header.Get(HeaderSkipLastActivity))
-		writeJSON(w, 200, map[string]string{"dir": "/w"})
-	})
-	f.handle("GET /api/sandbox/{id}", func(w http.ResponseWriter, r *http.Request) {
-		assert.Empty(t, r.Header.Get(HeaderSkipLastActivity), "only toolbox calls carry it")
-		writeJSON(w, 200, sandboxJSON("x", "x", StateStarted))
-	})
-	_, _, err := f.c.Toolbox.WorkDir(t.Context(), f.ref)
-	require.NoError(t, err)
-	_, _, err = f.c.Toolbox.WorkDir(SkipLastActivity(t.Context()), f.ref)
-	require.NoError(t, err)
-	_, _, err = f.c.Sandboxes.Get(SkipLastActivity(t.Context()), "x")
-	require.NoError(t, err)
-	assert.Equal(t, []string{"", "true"}, got)
 }
 
 func TestStreamSessionCommandLogs(t *testing.T) {

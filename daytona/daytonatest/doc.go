@@ -29,7 +29,7 @@
 // # Control plane
 //
 // Create (POST /sandbox): snapshot path creating → started, and the call
-// waits for "started" (up to WithStartWait, 30 s by default) as Daytona's
+// waits for "started" (up to DefaultStartWait, 30 s) as Daytona's
 // does; buildInfo path pending_build → creating → started, answered at
 // once. Names are unique per organization (409 "Sandbox with name X
 // already exists"); default name = id. Stop: started → stopping → stopped

@@ -284,7 +284,7 @@ func (s *Server) SetError(idOrName, reason string, recoverable bool) error {
 	sb.state = StateError
 	sb.errorReason = reason
 	sb.recoverable = recoverable
-	sb.updatedAt = s.cfg.now()
+	sb.updatedAt = time.Now()
 	s.notifyLocked()
 	s.mu.Unlock()
 	sb.killAll("sandbox error")

@@ -148,9 +148,9 @@ func (s *Server) newSandboxLocked(name, user string) (*sandbox, error) {
 	if user == "" {
 		user = "daytona"
 	}
-	now := s.cfg.now()
+	now := time.Now()
 	sb := &sandbox{
-		s: s, id: id, name: name, orgID: s.cfg.orgID, user: user,
+		s: s, id: id, name: name, orgID: DefaultOrganizationID, user: user,
 		env: map[string]string{}, labels: map[string]string{},
 		target: "us", cpu: 1, memory: 1, disk: 3,
 		backupState: "None", autoStop: 15, autoArchive: 10080, autoDelete: -1,
@@ -177,7 +177,7 @@ func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...st
 	sb.state = first
 	sb.desired = desired
 	sb.pending = len(rest) > 0
-	sb.updatedAt = s.cfg.now()
+	sb.updatedAt = time.Now()
 	sb.lastActivity = sb.updatedAt
 	s.notifyLocked()
 	if len(rest) == 0 || s.closed {
@@ -215,7 +215,7 @@ func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...st
 				sb.errorReason = MissingContainerReason(sb.id)
 				sb.recoverable = false
 				sb.pending = false
-				sb.updatedAt = s.cfg.now()
+				sb.updatedAt = time.Now()
 				s.notifyLocked()
 				s.mu.Unlock()
 				return
@@ -229,7 +229,7 @@ func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...st
 				s.mu.Lock()
 			}
 			sb.state = next
-			sb.updatedAt = s.cfg.now()
+			sb.updatedAt = time.Now()
 			sb.lastActivity = sb.updatedAt
 			if last {
 				sb.pending = false
@@ -253,7 +253,7 @@ func (s *Server) beginStopLocked(sb *sandbox) {
 // beginDeleteLocked renames the record, freeing the name at once (docs/daytona.md#delete).
 func (s *Server) beginDeleteLocked(sb *sandbox) {
 	if !strings.HasPrefix(sb.name, "DESTROYED_") {
-		sb.name = fmt.Sprintf("DESTROYED_%s_%d", sb.name, s.cfg.now().UnixMilli())
+		sb.name = fmt.Sprintf("DESTROYED_%s_%d", sb.name, time.Now().UnixMilli())
 	}
 	sb.desired = StateDestroyed
 }
@@ -261,7 +261,7 @@ func (s *Server) beginDeleteLocked(sb *sandbox) {
 // awaitSettled waits (bounded by startWait and ctx) until a start-like
 // transition ends or is held.
 func (s *Server) awaitSettled(ctx context.Context, sb *sandbox) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.startWait)
+	ctx, cancel := context.WithTimeout(ctx, DefaultStartWait)
 	defer cancel()
 	_ = s.Await(ctx, func() bool {
 		s.mu.Lock()

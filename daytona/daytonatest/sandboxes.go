@@ -152,7 +152,7 @@ func apiCreate(c *call) {
 		}
 	}
 	if req.TTLMinutes != nil && *req.TTLMinutes > 0 {
-		sb.autoDestroyAt = s.cfg.now().Add(time.Duration(*req.TTLMinutes) * time.Minute)
+		sb.autoDestroyAt = time.Now().Add(time.Duration(*req.TTLMinutes) * time.Minute)
 	}
 	sb.volumes = req.Volumes
 	first, rest := StateCreating, []string{StateStarted}
@@ -169,7 +169,7 @@ func apiCreate(c *call) {
 		if req.GPU != nil {
 			sb.gpu = *req.GPU
 		}
-		now := isoTime(s.cfg.now())
+		now := isoTime(time.Now())
 		sb.build = &buildInfo{DockerfileContent: req.BuildInfo.DockerfileContent, ContextHashes: req.BuildInfo.ContextHashes,
 			CreatedAt: now, UpdatedAt: now, SnapshotRef: "daytonatest-build-" + sb.id[:8]}
 		sb.snapshot = sb.build.SnapshotRef
@@ -416,7 +416,7 @@ func (c *call) applySetter(status int, set func(sb *sandbox)) {
 		return
 	}
 	set(c.sb)
-	c.sb.updatedAt = s.cfg.now()
+	c.sb.updatedAt = time.Now()
 	s.notifyLocked()
 	s.mu.Unlock()
 	c.reply(status)
@@ -469,7 +469,7 @@ func apiInterval(kind string) handlerFunc {
 				c.apiErr(http.StatusBadRequest, "TTL must be non-negative")
 				return
 			}
-			now := c.s.cfg.now()
+			now := time.Now()
 			c.applySetter(http.StatusCreated, func(sb *sandbox) {
 				sb.autoDestroyAt = time.Time{}
 				if v > 0 {
@@ -524,7 +524,7 @@ func apiLastActivity(c *call) {
 		return
 	}
 	c.s.mu.Lock()
-	c.sb.lastActivity = c.s.cfg.now()
+	c.sb.lastActivity = time.Now()
 	c.s.notifyLocked()
 	c.s.mu.Unlock()
 	c.w.WriteHeader(http.StatusCreated)

@@ -84,7 +84,7 @@ func (c *call) toolboxReady() bool {
 		return false
 	}
 	if !strings.EqualFold(c.r.Header.Get("X-Daytona-Skip-Last-Activity-Update"), "true") {
-		sb.lastActivity = s.cfg.now()
+		sb.lastActivity = time.Now()
 	}
 	return true
 }
