@@ -112,16 +112,26 @@ func lessKey(a, b cursorKey) bool {
 	return a.ID < b.ID
 }
 
-func apiList(c *call) {
-	q := c.r.URL.Query()
+// listQuery parses what both listings take, the filters and the page
+// size, and answers 400 (ok false) when they are invalid.
+func (c *call) listQuery() (q url.Values, f listFilter, limit int, ok bool) {
+	q = c.r.URL.Query()
 	f, msg := parseListFilter(q)
 	if msg != "" {
 		c.apiErr(http.StatusBadRequest, msg)
-		return
+		return q, f, 0, false
 	}
-	limit, ok := parseLimit(q)
-	if !ok {
+	if limit, ok = parseLimit(q); !ok {
 		c.apiErr(http.StatusBadRequest, "limit must not be greater than 200, limit must not be less than 1")
+	}
+	return q, f, limit, ok
+}
+
+// apiList is the cursor-paginated listing of list items (no env, volumes
+// or build info).
+func apiList(c *call) {
+	q, f, limit, ok := c.listQuery()
+	if !ok {
 		return
 	}
 	field := q.Get("sort")
@@ -198,15 +208,8 @@ func apiList(c *call) {
 
 // apiListPaginated is the deprecated page/limit listing (full DTOs).
 func apiListPaginated(c *call) {
-	q := c.r.URL.Query()
-	f, msg := parseListFilter(q)
-	if msg != "" {
-		c.apiErr(http.StatusBadRequest, msg)
-		return
-	}
-	limit, ok := parseLimit(q)
+	q, f, limit, ok := c.listQuery()
 	if !ok {
-		c.apiErr(http.StatusBadRequest, "limit must not be greater than 200, limit must not be less than 1")
 		return
 	}
 	page := 1
