@@ -161,6 +161,13 @@ func TestNewClientValidatesOptions(t *testing.T) {
 	assert.Equal(t, "http://127.0.0.1:1/api", c.apiURL.String())
 }
 
+// decodeBody decodes a handler's JSON request body.
+func decodeBody[T any](t *testing.T, r *http.Request) T {
+	var v T
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&v))
+	return v
+}
+
 func TestHeadersOnAPIAndToolbox(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
