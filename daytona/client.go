@@ -125,8 +125,8 @@ func WithAPIURL(raw string) Option {
 	}
 }
 
-// WithAPIKey sets the bearer credential: an organization API key, or a user
-// JWT together with [WithOrganizationID].
+// WithAPIKey sets the bearer credential, an organization API key (the
+// client sends no organization header, so a user JWT is not enough).
 func WithAPIKey(key string) Option {
 	return func(c *Client) error {
 		if key == "" {
