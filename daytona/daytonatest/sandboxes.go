@@ -20,6 +20,17 @@ func (c *call) reply(status int) {
 
 func (c *call) apiErr(status int, msg string) { writeAPIError(c.w, c.r, status, msg) }
 
+// msgInProgress is Daytona's 409 refusal of a lifecycle call during a
+// transition.
+const msgInProgress = "Sandbox state change in progress"
+
+// refuseLocked releases the server lock a lifecycle handler holds and
+// answers with an API error.
+func (c *call) refuseLocked(status int, msg string) {
+	c.s.mu.Unlock()
+	c.apiErr(status, msg)
+}
+
 // needSandbox writes 404 unless the path named a visible sandbox.
 func (c *call) needSandbox() bool {
 	if c.sb != nil {
@@ -114,16 +125,14 @@ func apiCreate(c *call) {
 	if name != "" {
 		for _, id := range s.order {
 			if o := s.sandboxes[id]; o.name == name && o.state != StateDestroyed {
-				s.mu.Unlock()
-				c.apiErr(http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", name))
+				c.refuseLocked(http.StatusConflict, fmt.Sprintf("Sandbox with name %s already exists", name))
 				return
 			}
 		}
 	}
 	sb, err := s.newSandboxLocked(name, req.User)
 	if err != nil {
-		s.mu.Unlock()
-		c.apiErr(http.StatusInternalServerError, "An unexpected error occurred.")
+		c.refuseLocked(http.StatusInternalServerError, "An unexpected error occurred.")
 		return
 	}
 	if req.Env != nil {
@@ -227,13 +236,11 @@ func apiDelete(c *call) {
 	switch sb.state {
 	case StateDestroying, StateStopped, StateStarted, StateArchived, StateError, StateBuildFailed, StateArchiving, StatePendingBuild:
 	default:
-		s.mu.Unlock()
-		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		c.refuseLocked(http.StatusConflict, msgInProgress)
 		return
 	}
 	if sb.pending && sb.state != StatePendingBuild && sb.state != StateArchiving && sb.desired != StateDestroyed {
-		s.mu.Unlock()
-		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		c.refuseLocked(http.StatusConflict, msgInProgress)
 		return
 	}
 	old := sb.state
@@ -267,7 +274,7 @@ func apiStart(c *call) {
 		if f.Status != 0 {
 			writeFaultStatus(c.w, c.r, c.plane, f)
 		} else {
-			c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+			c.apiErr(http.StatusConflict, msgInProgress)
 		}
 		return
 	}
@@ -277,12 +284,10 @@ func apiStart(c *call) {
 		c.reply(http.StatusOK)
 		return
 	case sb.state == StateError || sb.state == StateBuildFailed:
-		s.mu.Unlock()
-		c.apiErr(http.StatusBadRequest, "Sandbox is in an errored state")
+		c.refuseLocked(http.StatusBadRequest, "Sandbox is in an errored state")
 		return
 	case sb.pending:
-		s.mu.Unlock()
-		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		c.refuseLocked(http.StatusConflict, msgInProgress)
 		return
 	case sb.state == StateStopped:
 		s.transitionLocked(sb, StateStarted, StateStarting, StateStarted)
@@ -292,8 +297,7 @@ func apiStart(c *call) {
 		c.reply(http.StatusOK)
 		return
 	default:
-		s.mu.Unlock()
-		c.apiErr(http.StatusBadRequest, "Sandbox is not in valid state")
+		c.refuseLocked(http.StatusBadRequest, "Sandbox is not in valid state")
 		return
 	}
 	s.mu.Unlock()
@@ -322,16 +326,13 @@ func apiStop(c *call) {
 	sb := c.sb
 	switch {
 	case sb.state == StateError || sb.state == StateBuildFailed:
-		s.mu.Unlock()
-		c.apiErr(http.StatusBadRequest, "Sandbox is in an errored state")
+		c.refuseLocked(http.StatusBadRequest, "Sandbox is in an errored state")
 		return
 	case sb.pending:
-		s.mu.Unlock()
-		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		c.refuseLocked(http.StatusConflict, msgInProgress)
 		return
 	case sb.state != StateStarted:
-		s.mu.Unlock()
-		c.apiErr(http.StatusBadRequest, "Sandbox is not in a stoppable state")
+		c.refuseLocked(http.StatusBadRequest, "Sandbox is not in a stoppable state")
 		return
 	}
 	s.beginStopLocked(sb)
@@ -349,12 +350,10 @@ func apiRecover(c *call) {
 	sb := c.sb
 	switch {
 	case sb.state != StateError:
-		s.mu.Unlock()
-		c.apiErr(http.StatusBadRequest, "Sandbox must be in error state to recover")
+		c.refuseLocked(http.StatusBadRequest, "Sandbox must be in error state to recover")
 		return
 	case !sb.recoverable:
-		s.mu.Unlock()
-		c.apiErr(http.StatusBadRequest, "Sandbox is not in a recoverable state")
+		c.refuseLocked(http.StatusBadRequest, "Sandbox is not in a recoverable state")
 		return
 	}
 	sb.errorReason = ""
@@ -380,16 +379,13 @@ func apiArchive(c *call) {
 	sb := c.sb
 	switch {
 	case sb.pending:
-		s.mu.Unlock()
-		c.apiErr(http.StatusConflict, "Sandbox state change in progress")
+		c.refuseLocked(http.StatusConflict, msgInProgress)
 		return
 	case sb.state != StateStopped:
-		s.mu.Unlock()
-		c.apiErr(http.StatusBadRequest, "Sandbox is not stopped")
+		c.refuseLocked(http.StatusBadRequest, "Sandbox is not stopped")
 		return
 	case sb.autoDelete == 0:
-		s.mu.Unlock()
-		c.apiErr(http.StatusBadRequest, "Ephemeral sandboxes cannot be archived")
+		c.refuseLocked(http.StatusBadRequest, "Ephemeral sandboxes cannot be archived")
 		return
 	}
 	s.transitionLocked(sb, StateArchived, StateArchiving, StateArchived)
