@@ -158,7 +158,7 @@ func apiList(c *call) {
 	tb := s.baseFor(c.r) + ToolboxPrefix
 	type item struct {
 		k cursorKey
-		d sandboxDTO
+		d sandboxListItem
 	}
 	var items []item
 	s.mu.Lock()
@@ -167,7 +167,7 @@ func apiList(c *call) {
 		if !f.matchLocked(sb) {
 			continue
 		}
-		items = append(items, item{sortKeyLocked(sb, field), sb.dtoLocked(false, tb)})
+		items = append(items, item{sortKeyLocked(sb, field), sb.listItemLocked(tb)})
 	}
 	s.mu.Unlock()
 	sort.Slice(items, func(i, j int) bool {
@@ -199,7 +199,7 @@ func apiList(c *call) {
 	} else {
 		end = len(items)
 	}
-	page := make([]sandboxDTO, 0, end-start)
+	page := make([]sandboxListItem, 0, end-start)
 	for _, it := range items[start:end] {
 		page = append(page, it.d)
 	}
@@ -229,7 +229,7 @@ func apiListPaginated(c *call) {
 	for i := len(s.order) - 1; i >= 0; i-- {
 		sb := s.sandboxes[s.order[i]]
 		if f.matchLocked(sb) {
-			all = append(all, sb.dtoLocked(true, tb))
+			all = append(all, sb.dtoLocked(tb))
 		}
 	}
 	s.mu.Unlock()

@@ -96,14 +96,17 @@ func TestDTOFieldsExistInSchemas(t *testing.T) {
 	require.False(t, item["env"])
 	listOnly := map[string]bool{"env": true, "networkBlockAll": true, "networkAllowList": true, "domainAllowList": true,
 		"volumes": true, "buildInfo": true}
-	for _, f := range jsonFields(sandboxDTO{}) {
+	for _, f := range jsonFields(sandboxListItem{}) {
 		if proposedFields[f] {
 			continue
 		}
 		assert.True(t, full[f], "Sandbox has no field %q", f)
-		if !listOnly[f] {
-			assert.True(t, item[f], "SandboxListItem has no field %q", f)
-		}
+		assert.False(t, listOnly[f], "%q belongs to the full DTO only", f)
+		assert.True(t, item[f], "SandboxListItem has no field %q", f)
+	}
+	for _, f := range jsonFields(sandboxDTO{}) {
+		assert.True(t, full[f], "Sandbox has no field %q", f)
+		assert.True(t, listOnly[f], "%q is not a list-item field", f)
 	}
 	for _, f := range jsonFields(createReq{}) {
 		if proposedFields[f] {

@@ -312,52 +312,59 @@ func (s *Server) RunAutoLifecycle(now time.Time) int {
 	return n
 }
 
-// sandboxDTO is the Sandbox / SandboxListItem schema of api.openapi.yaml.
-type sandboxDTO struct {
-	ID                  string             `json:"id"`
-	OrganizationID      string             `json:"organizationId"`
-	Name                string             `json:"name"`
-	Snapshot            string             `json:"snapshot,omitempty"`
-	User                string             `json:"user"`
-	Env                 *map[string]string `json:"env,omitempty"`
-	Labels              map[string]string  `json:"labels"`
-	Public              bool               `json:"public"`
-	NetworkBlockAll     *bool              `json:"networkBlockAll,omitempty"`
-	NetworkAllowList    *string            `json:"networkAllowList,omitempty"`
-	DomainAllowList     *string            `json:"domainAllowList,omitempty"`
-	Target              string             `json:"target"`
-	CPU                 int                `json:"cpu"`
-	GPU                 int                `json:"gpu"`
-	GPUType             string             `json:"gpuType,omitempty"`
-	Memory              int                `json:"memory"`
-	Disk                int                `json:"disk"`
-	State               string             `json:"state"`
-	DesiredState        string             `json:"desiredState"`
-	ErrorReason         string             `json:"errorReason,omitempty"`
-	Recoverable         bool               `json:"recoverable"`
-	BackupState         string             `json:"backupState"`
-	AutoStopInterval    int                `json:"autoStopInterval"`
-	AutoArchiveInterval int                `json:"autoArchiveInterval"`
-	AutoDeleteInterval  int                `json:"autoDeleteInterval"`
-	Volumes             []volume           `json:"volumes,omitempty"`
-	BuildInfo           *buildInfo         `json:"buildInfo,omitempty"`
-	CreatedAt           string             `json:"createdAt"`
-	UpdatedAt           string             `json:"updatedAt"`
-	LastActivityAt      string             `json:"lastActivityAt"`
-	SandboxClass        string             `json:"sandboxClass"`
-	DaemonVersion       string             `json:"daemonVersion"`
-	RunnerID            string             `json:"runnerId"`
-	ToolboxProxyURL     string             `json:"toolboxProxyUrl"`
+// sandboxListItem is the SandboxListItem schema of api.openapi.yaml: what
+// GET /sandbox lists for each sandbox.
+type sandboxListItem struct {
+	ID                  string            `json:"id"`
+	OrganizationID      string            `json:"organizationId"`
+	Name                string            `json:"name"`
+	Snapshot            string            `json:"snapshot,omitempty"`
+	User                string            `json:"user"`
+	Labels              map[string]string `json:"labels"`
+	Public              bool              `json:"public"`
+	Target              string            `json:"target"`
+	CPU                 int               `json:"cpu"`
+	GPU                 int               `json:"gpu"`
+	GPUType             string            `json:"gpuType,omitempty"`
+	Memory              int               `json:"memory"`
+	Disk                int               `json:"disk"`
+	State               string            `json:"state"`
+	DesiredState        string            `json:"desiredState"`
+	ErrorReason         string            `json:"errorReason,omitempty"`
+	Recoverable         bool              `json:"recoverable"`
+	BackupState         string            `json:"backupState"`
+	AutoStopInterval    int               `json:"autoStopInterval"`
+	AutoArchiveInterval int               `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	CreatedAt           string            `json:"createdAt"`
+	UpdatedAt           string            `json:"updatedAt"`
+	LastActivityAt      string            `json:"lastActivityAt"`
+	SandboxClass        string            `json:"sandboxClass"`
+	DaemonVersion       string            `json:"daemonVersion"`
+	RunnerID            string            `json:"runnerId"`
+	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
 	// AutoDestroyAt is the proposed wall-clock expiry (docs/behavior.md#ttl); absent
 	// without a TTL.
 	AutoDestroyAt string `json:"autoDestroyAt,omitempty"`
 }
 
+// sandboxDTO is the Sandbox schema: a list item plus what only a full
+// answer (get, create, lifecycle calls, the paginated listing) carries.
+type sandboxDTO struct {
+	sandboxListItem
+	Env              map[string]string `json:"env"`
+	NetworkBlockAll  bool              `json:"networkBlockAll"`
+	NetworkAllowList *string           `json:"networkAllowList,omitempty"`
+	DomainAllowList  *string           `json:"domainAllowList,omitempty"`
+	Volumes          []volume          `json:"volumes,omitempty"`
+	BuildInfo        *buildInfo        `json:"buildInfo,omitempty"`
+}
+
 func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// dtoLocked renders the sandbox; full=false gives a SandboxListItem.
-func (sb *sandbox) dtoLocked(full bool, toolboxURL string) sandboxDTO {
-	d := sandboxDTO{
+// listItemLocked renders the sandbox as a SandboxListItem.
+func (sb *sandbox) listItemLocked(toolboxURL string) sandboxListItem {
+	d := sandboxListItem{
 		ID: sb.id, OrganizationID: sb.orgID, Name: sb.name, Snapshot: sb.snapshot, User: sb.user,
 		Labels: copyMap(sb.labels), Public: sb.public, Target: sb.target,
 		CPU: sb.cpu, GPU: sb.gpu, GPUType: sb.gpuType, Memory: sb.memory, Disk: sb.disk,
@@ -370,15 +377,18 @@ func (sb *sandbox) dtoLocked(full bool, toolboxURL string) sandboxDTO {
 	if !sb.autoDestroyAt.IsZero() {
 		d.AutoDestroyAt = isoTime(sb.autoDestroyAt)
 	}
-	if full {
-		env := copyMap(sb.env)
-		d.Env = &env
-		nb := sb.networkBlockAll
-		d.NetworkBlockAll = &nb
-		d.NetworkAllowList = sb.networkAllowList
-		d.DomainAllowList = sb.domainAllowList
-		d.Volumes = sb.volumes
-		d.BuildInfo = sb.build
-	}
 	return d
+}
+
+// dtoLocked renders the sandbox as a (full) Sandbox.
+func (sb *sandbox) dtoLocked(toolboxURL string) sandboxDTO {
+	return sandboxDTO{
+		sandboxListItem:  sb.listItemLocked(toolboxURL),
+		Env:              copyMap(sb.env),
+		NetworkBlockAll:  sb.networkBlockAll,
+		NetworkAllowList: sb.networkAllowList,
+		DomainAllowList:  sb.domainAllowList,
+		Volumes:          sb.volumes,
+		BuildInfo:        sb.build,
+	}
 }
