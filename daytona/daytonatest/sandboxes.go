@@ -13,7 +13,7 @@ import (
 
 func (c *call) reply(status int) {
 	c.s.mu.Lock()
-	d := c.sb.dtoLocked(c.s.baseFor(c.r)+ToolboxPrefix)
+	d := c.sb.dtoLocked(c.s.baseFor(c.r) + ToolboxPrefix)
 	c.s.mu.Unlock()
 	writeJSON(c.w, status, d)
 }
@@ -245,7 +245,7 @@ func apiDelete(c *call) {
 	}
 	old := sb.state
 	s.beginDeleteLocked(sb)
-	d := sb.dtoLocked(s.baseFor(c.r)+ToolboxPrefix)
+	d := sb.dtoLocked(s.baseFor(c.r) + ToolboxPrefix)
 	switch old {
 	case StateDestroying:
 	case StateError, StateBuildFailed:
@@ -404,7 +404,7 @@ func (c *call) applySetter(status int, set func(sb *sandbox)) {
 		labels, stop, arch, del, pub := copyMap(sb.labels), sb.autoStop, sb.autoArchive, sb.autoDelete, sb.public
 		nb, nal, dal := sb.networkBlockAll, sb.networkAllowList, sb.domainAllowList
 		set(sb)
-		d := sb.dtoLocked(s.baseFor(c.r)+ToolboxPrefix)
+		d := sb.dtoLocked(s.baseFor(c.r) + ToolboxPrefix)
 		sb.labels, sb.autoStop, sb.autoArchive, sb.autoDelete, sb.public = labels, stop, arch, del, pub
 		sb.networkBlockAll, sb.networkAllowList, sb.domainAllowList = nb, nal, dal
 		s.mu.Unlock()
