@@ -3,19 +3,15 @@ package daytona
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
-	"regexp"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -31,30 +27,25 @@ const (
 	// DefaultSource is sent as X-Daytona-Source. It is deliberately not
 	// "sdk-go": the daemon strips fields for old sdk-go decoders.
 	DefaultSource = "daytona-worker-go"
-	// DefaultUserAgent is the User-Agent unless WithUserAgent is given.
+	// DefaultUserAgent is the User-Agent of every request.
 	DefaultUserAgent = "daytona-worker-go/" + SDKVersion
 )
 
 // Header names of docs/daytona.md#client-setup.
 const (
-	HeaderSDKVersion       = "X-Daytona-SDK-Version"
-	HeaderSource           = "X-Daytona-Source"
-	HeaderOrganizationID   = "X-Daytona-Organization-ID"
-	HeaderPreviewToken     = "X-Daytona-Preview-Token"
-	HeaderSkipLastActivity = "X-Daytona-Skip-Last-Activity-Update"
-	HeaderSplitOutput      = "X-Daytona-Split-Output"
+	HeaderSDKVersion   = "X-Daytona-SDK-Version"
+	HeaderSource       = "X-Daytona-Source"
+	HeaderPreviewToken = "X-Daytona-Preview-Token"
+	HeaderSplitOutput  = "X-Daytona-Split-Output"
 )
 
 // Client talks to one Daytona organization. It is safe for concurrent use.
 // Build it with [NewClient].
 type Client struct {
-	apiURL    *url.URL
-	apiKey    string
-	orgID     string
-	target    string
-	userAgent string
-	source    string
-	hc        *http.Client
+	apiURL *url.URL
+	apiKey string
+	target string
+	hc     *http.Client
 
 	retry     RetryPolicy
 	poll      func() backoff.BackOff
@@ -134,8 +125,8 @@ func WithAPIURL(raw string) Option {
 	}
 }
 
-// WithAPIKey sets the bearer credential: an organization API key, or a user
-// JWT together with [WithOrganizationID].
+// WithAPIKey sets the bearer credential, an organization API key (the
+// client sends no organization header, so a user JWT is not enough).
 func WithAPIKey(key string) Option {
 	return func(c *Client) error {
 		if key == "" {
@@ -145,19 +136,6 @@ func WithAPIKey(key string) Option {
 			return fmt.Errorf("%w: API key contains whitespace", ErrInvalidArgument)
 		}
 		c.apiKey = key
-		return nil
-	}
-}
-
-// WithOrganizationID sets X-Daytona-Organization-ID, needed when the bearer
-// credential is a user JWT rather than an organization API key.
-func WithOrganizationID(id string) Option {
-	return func(c *Client) error {
-		id = strings.TrimSpace(id)
-		if id == "" || strings.ContainsAny(id, "\r\n") {
-			return fmt.Errorf("%w: organization ID is empty or invalid", ErrInvalidArgument)
-		}
-		c.orgID = id
 		return nil
 	}
 }
@@ -181,29 +159,6 @@ func WithHTTPClient(hc *http.Client) Option {
 		}
 		cp := *hc
 		c.hc = &cp
-		return nil
-	}
-}
-
-// WithUserAgent sets the User-Agent header.
-func WithUserAgent(ua string) Option {
-	return func(c *Client) error {
-		if strings.TrimSpace(ua) == "" || strings.ContainsAny(ua, "\r\n") {
-			return fmt.Errorf("%w: user agent is empty or invalid", ErrInvalidArgument)
-		}
-		c.userAgent = ua
-		return nil
-	}
-}
-
-// WithSource sets X-Daytona-Source (default DefaultSource). Do not claim
-// "sdk-go" (docs/daytona.md#version-headers).
-func WithSource(src string) Option {
-	return func(c *Client) error {
-		if strings.TrimSpace(src) == "" || strings.ContainsAny(src, "\r\n") {
-			return fmt.Errorf("%w: source is empty or invalid", ErrInvalidArgument)
-		}
-		c.source = src
 		return nil
 	}
 }
@@ -246,8 +201,6 @@ func WithPollBackOff(f func() backoff.BackOff) Option {
 // NewClient builds a client. An API key is required.
 func NewClient(opts ...Option) (*Client, error) {
 	c := &Client{
-		userAgent: DefaultUserAgent,
-		source:    DefaultSource,
 		retry: RetryPolicy{
 			MaxRetries:    3,
 			BackOff:       defaultRetryBackOff,
@@ -322,117 +275,6 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// ---- redaction -------------------------------------------------------------
-
-var (
-	reBearer   = regexp.MustCompile(`(?i)(bearer\s+)[^\s"',;]+`)
-	reQueryTok = regexp.MustCompile(`(?i)([?&;](?:token|access_token|daytona_sandbox_auth_key|signature|sig|x-amz-signature|x-amz-credential|x-goog-signature|key|auth)=)[^&\s"'#]+`)
-	reTokenHdr = regexp.MustCompile(`(?i)(x-daytona-preview-token["']?\s*[:=]\s*["']?)[^\s"',;]+`)
-)
-
-// rememberSecret makes s redacted from every later error string.
-func (c *Client) rememberSecret(s string) {
-	if len(s) < 4 {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, x := range c.secrets {
-		if x == s {
-			return
-		}
-	}
-	c.secrets = append(c.secrets, s)
-}
-
-// redact removes the API key, learned tokens and token-shaped substrings.
-func (c *Client) redact(s string) string {
-	if s == "" {
-		return s
-	}
-	if c.apiKey != "" {
-		s = strings.ReplaceAll(s, c.apiKey, "REDACTED")
-	}
-	c.mu.Lock()
-	for _, x := range c.secrets {
-		s = strings.ReplaceAll(s, x, "REDACTED")
-	}
-	c.mu.Unlock()
-	s = reBearer.ReplaceAllString(s, "${1}REDACTED")
-	s = reQueryTok.ReplaceAllString(s, "${1}REDACTED")
-	s = reTokenHdr.ReplaceAllString(s, "${1}REDACTED")
-	return s
-}
-
-// cleanTransportErr strips the URL from *url.Error (it may carry a query
-// token) and redacts what is left.
-func (c *Client) cleanTransportErr(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return &redactedError{msg: c.redact(err.Error()), err: err}
-}
-
-// connTrace records whether a request ever got a connection. Only a
-// request that never got one (and failed while resolving, connecting or
-// handshaking) is known not to have reached the server: once a connection
-// exists, a failure may come after the server read the request.
-type connTrace struct {
-	connected, tlsFailed atomic.Bool
-}
-
-func (t *connTrace) trace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { t.connected.Store(true) },
-		TLSHandshakeDone: func(_ tls.ConnectionState, err error) {
-			if err != nil {
-				t.tlsFailed.Store(true)
-			}
-		},
-	}
-}
-
-// neverConnected: err is a resolution, connect or TLS handshake failure of
-// a request that never got a connection. Both must hold: a transport that
-// reports no trace events proves nothing by its silence alone.
-func (t *connTrace) neverConnected(err error) bool {
-	if t.connected.Load() {
-		return false
-	}
-	if t.tlsFailed.Load() {
-		return true
-	}
-	var dns *net.DNSError
-	if errors.As(err, &dns) {
-		return true
-	}
-	var op *net.OpError
-	return errors.As(err, &op) && (op.Op == "dial" || op.Op == "proxyconnect")
-}
-
-// safeURL is u without credentials, query or fragment.
-func safeURL(u *url.URL) string {
-	if u == nil {
-		return ""
-	}
-	v := *u
-	v.User, v.RawQuery, v.ForceQuery, v.Fragment, v.RawFragment = nil, "", false, "", ""
-	return v.String()
-}
-
-// redactedError keeps the cause for errors.Is/As but prints a redacted text.
-type redactedError struct {
-	msg string
-	err error
-}
-
-func (e *redactedError) Error() string { return e.msg }
-func (e *redactedError) Unwrap() error { return e.err }
-
 // ---- requests --------------------------------------------------------------
 
 // SandboxRef addresses one sandbox's toolbox: its ID (never the name) and
@@ -499,26 +341,13 @@ func (c *Client) requestURL(cl *call) (string, error) {
 	return u.String(), nil
 }
 
-type skipActivityKey struct{}
-
-// SkipLastActivity returns a context whose toolbox calls send
-// X-Daytona-Skip-Last-Activity-Update: true, so they do not reset the
-// sandbox's auto-stop timer (docs/daytona.md#toolbox-address): for probes that must not
-// keep a sandbox alive.
-func SkipLastActivity(ctx context.Context) context.Context {
-	return context.WithValue(ctx, skipActivityKey{}, true)
-}
-
-func (c *Client) setHeaders(ctx context.Context, rt *route, h http.Header) {
-	if rt.api == toolboxAPI && ctx.Value(skipActivityKey{}) != nil {
-		h.Set(HeaderSkipLastActivity, "true")
-	}
+// setHeaders sets what every request carries: credentials and the
+// client's identity.
+func (c *Client) setHeaders(h http.Header) {
 	h.Set("Authorization", "Bearer "+c.apiKey)
 	h.Set(HeaderSDKVersion, SDKVersion)
-	h.Set(HeaderSource, c.source)
-	if c.orgID != "" {
-		h.Set(HeaderOrganizationID, c.orgID)
-	}
+	h.Set(HeaderSource, DefaultSource)
+	h.Set("User-Agent", DefaultUserAgent)
 }
 
 // send performs cl with the route's retry policy and returns the open 2xx
@@ -556,12 +385,11 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 		if cl.stream != nil {
 			req.ContentLength = -1
 		}
-		c.setHeaders(ctx, cl.rt, req.Header)
+		c.setHeaders(req.Header)
 		if cl.rawLogs {
 			req.Header.Del(HeaderSDKVersion)
 			req.Header.Set(HeaderSplitOutput, "true")
 		}
-		req.Header.Set("User-Agent", c.userAgent)
 		req.Header.Set("Accept", "application/json")
 		if cl.ctype != "" {
 			req.Header.Set("Content-Type", cl.ctype)

@@ -138,8 +138,6 @@ func TestNewClientValidatesOptions(t *testing.T) {
 		{"credentials in URL", []Option{WithAPIKey("k"), WithAPIURL("https://u:p@x/api")}},
 		{"query in URL", []Option{WithAPIKey("k"), WithAPIURL("https://x/api?token=1")}},
 		{"nil http client", []Option{WithAPIKey("k"), WithHTTPClient(nil)}},
-		{"empty user agent", []Option{WithAPIKey("k"), WithUserAgent(" ")}},
-		{"empty org", []Option{WithAPIKey("k"), WithOrganizationID("")}},
 		{"nil poll", []Option{WithAPIKey("k"), WithPollBackOff(nil)}},
 		{"negative retry-after cap", []Option{WithAPIKey("k"), WithRetryPolicy(RetryPolicy{MaxRetryAfter: -1})}},
 	}
@@ -163,15 +161,23 @@ func TestNewClientValidatesOptions(t *testing.T) {
 	assert.Equal(t, "http://127.0.0.1:1/api", c.apiURL.String())
 }
 
+// decodeBody decodes a handler's JSON request body.
+func decodeBody[T any](t *testing.T, r *http.Request) T {
+	var v T
+	require.NoError(t, json.NewDecoder(r.Body).Decode(&v))
+	return v
+}
+
 func TestHeadersOnAPIAndToolbox(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, WithOrganizationID("org-7"), WithUserAgent("ua-test/1"))
+	f := newFixture(t)
 	check := func(r *http.Request) {
 		assert.Equal(t, "Bearer "+testKey, r.Header.Get("Authorization"))
 		assert.Equal(t, "0.190.0", r.Header.Get("X-Daytona-SDK-Version"))
 		assert.Equal(t, DefaultSource, r.Header.Get("X-Daytona-Source"))
-		assert.Equal(t, "org-7", r.Header.Get("X-Daytona-Organization-ID"))
-		assert.Equal(t, "ua-test/1", r.Header.Get("User-Agent"))
+		assert.Empty(t, r.Header.Get("X-Daytona-Organization-ID"), "an API key names its organization")
+		assert.Equal(t, DefaultUserAgent, r.Header.Get("User-Agent"))
+		assert.Empty(t, r.Header.Get("X-Daytona-Skip-Last-Activity-Update"))
 	}
 	f.handle("GET /api/sandbox/{id}", func(w http.ResponseWriter, r *http.Request) {
 		check(r)
@@ -204,7 +210,7 @@ func TestCreateBody(t *testing.T) {
 	sb, _, err := f.c.Sandboxes.Create(t.Context(), &CreateSandboxRequest{
 		Name: "paperclip-create-1", Image: "node:22-slim", Labels: map[string]string{"a": "b"},
 		Env: map[string]string{"X": "1"}, CPU: 2, Memory: 4, Disk: 10,
-		AutoStopInterval: Minutes(15), AutoArchiveInterval: Minutes(60), AutoDeleteInterval: Minutes(0), TTLMinutes: Minutes(30),
+		AutoStopInterval: new(15), AutoArchiveInterval: new(60), AutoDeleteInterval: new(0), TTLMinutes: new(30),
 	})
 	require.NoError(t, err)
 	assert.Equal(t, "id1", sb.ID)
@@ -218,8 +224,8 @@ func TestCreateBody(t *testing.T) {
 	for _, bad := range []*CreateSandboxRequest{
 		{Image: "x", Snapshot: "y"},
 		{Snapshot: "y", CPU: 2},
-		{AutoStopInterval: Minutes(-1)},
-		{TTLMinutes: Minutes(0)},
+		{AutoStopInterval: new(-1)},
+		{TTLMinutes: new(0)},
 	} {
 		_, _, err := f.c.Sandboxes.Create(t.Context(), bad)
 		assert.ErrorIs(t, err, ErrInvalidArgument)

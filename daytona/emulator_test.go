@@ -3,7 +3,6 @@ package daytona_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,59 +21,21 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/daytona/internal/xfer"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
-
-// emu starts the emulator and a client for it with fast polling and
-// retries that do not really sleep long.
-func emu(t *testing.T, opts ...daytonatest.Option) (*daytonatest.Server, *daytona.Client) {
-	t.Helper()
-	srv := daytonatest.NewServer(t, opts...)
-	c, err := daytona.NewClient(
-		daytona.WithAPIURL(srv.URL()),
-		daytona.WithAPIKey(srv.APIKey()),
-		daytona.WithPollBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) }),
-		daytona.WithRetryPolicy(daytona.RetryPolicy{
-			BackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) },
-			// Retry-After is honoured in seconds; cap the real wait in tests.
-			Sleep: func(ctx context.Context, d time.Duration) error {
-				t := time.NewTimer(min(d, 5*time.Millisecond))
-				defer t.Stop()
-				select {
-				case <-ctx.Done():
-					return ctx.Err()
-				case <-t.C:
-					return nil
-				}
-			},
-		}),
-	)
-	require.NoError(t, err)
-	return srv, c
-}
 
 func testName() string { return "daytona-client-test-" + uuid.NewString()[:8] }
 
-func startedSandbox(t *testing.T, c *daytona.Client) *daytona.Sandbox {
-	t.Helper()
-	sb, _, err := c.Sandboxes.Create(t.Context(), &daytona.CreateSandboxRequest{
-		Name: testName(), Snapshot: "base", Labels: map[string]string{"daytona-client-test": "1"},
-		AutoStopInterval: daytona.Minutes(15), AutoArchiveInterval: daytona.Minutes(60), AutoDeleteInterval: daytona.Minutes(10080),
-	})
-	require.NoError(t, err)
-	sb, err = c.Sandboxes.WaitUntilStarted(t.Context(), sb.ID)
-	require.NoError(t, err)
-	return sb
-}
-
 func TestEmulatorLifecycle(t *testing.T) {
 	t.Parallel()
-	srv, c := emu(t)
+	env := testenv.New(t)
+	srv, c := env.Server, env.Client
 	ctx := t.Context()
 	name := testName()
 	sb, _, err := c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{
 		Name: name, Snapshot: "base", Labels: map[string]string{"owner": "me", "purpose": "test"},
-		Env: map[string]string{"FOO": "bar"}, AutoStopInterval: daytona.Minutes(15), AutoArchiveInterval: daytona.Minutes(60),
-		AutoDeleteInterval: daytona.Minutes(-1),
+		Env: map[string]string{"FOO": "bar"}, AutoStopInterval: new(15), AutoArchiveInterval: new(60),
+		AutoDeleteInterval: new(-1),
 	})
 	require.NoError(t, err)
 	assert.Equal(t, name, sb.Name)
@@ -93,7 +53,7 @@ func TestEmulatorLifecycle(t *testing.T) {
 	_, _, err = c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{Name: name, Snapshot: "base"})
 	assert.ErrorIs(t, err, daytona.ErrConflict, "names are unique")
 
-	other := startedSandbox(t, c)
+	other := env.StartSandbox(t, nil)
 	list, err := c.Sandboxes.ListAll(ctx, &daytona.ListOptions{Labels: map[string]string{"owner": "me"}, Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, list, 1)
@@ -145,11 +105,32 @@ func TestEmulatorLifecycle(t *testing.T) {
 	assert.Empty(t, srv.Sandboxes(), "everything deleted")
 }
 
-func TestEmulatorErrorStateAndMissingContainer(t *testing.T) {
+// TestEmulatorSandbox runs the client against the emulator, each row with
+// its own emulator and one started sandbox.
+func TestEmulatorSandbox(t *testing.T) {
 	t.Parallel()
-	srv, c := emu(t)
-	ctx := t.Context()
-	sb := startedSandbox(t, c)
+	for _, tc := range []struct {
+		name string
+		run  func(t *testing.T, env *testenv.Env, sb *testenv.Sandbox)
+	}{
+		{"error state and missing container", emulatorErrorStateAndMissingContainer},
+		{"toolbox process", emulatorToolboxProcess},
+		{"log follow faults", emulatorLogFollowFaults},
+		{"files", emulatorFiles},
+		{"pty", emulatorPTY},
+		{"retries and uncertain create", emulatorRetriesAndUncertainCreate},
+		{"disk full", emulatorDiskFull},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env := testenv.New(t)
+			tc.run(t, env, env.StartSandbox(t, nil))
+		})
+	}
+}
+
+func emulatorErrorStateAndMissingContainer(t *testing.T, env *testenv.Env, sb *testenv.Sandbox) {
+	srv, c, ctx := env.Server, env.Client, t.Context()
 
 	require.NoError(t, srv.LoseContainer(sb.ID))
 	_, _, err := c.Toolbox.Execute(ctx, sb.Ref(), &daytona.ExecuteRequest{Command: "true"})
@@ -170,7 +151,7 @@ func TestEmulatorErrorStateAndMissingContainer(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, got.ContainerMissing())
 
-	other := startedSandbox(t, c)
+	other := env.StartSandbox(t, nil)
 	require.NoError(t, srv.SetError(other.ID, "no space left on device", true))
 	got, _, err = c.Sandboxes.Get(ctx, other.ID)
 	require.NoError(t, err)
@@ -183,12 +164,8 @@ func TestEmulatorErrorStateAndMissingContainer(t *testing.T) {
 	require.NoError(t, err)
 }
 
-func TestEmulatorToolboxProcess(t *testing.T) {
-	t.Parallel()
-	_, c := emu(t)
-	ctx := t.Context()
-	sb := startedSandbox(t, c)
-	ref := sb.Ref()
+func emulatorToolboxProcess(t *testing.T, env *testenv.Env, sb *testenv.Sandbox) {
+	c, ctx, ref := env.Client, t.Context(), sb.Ref()
 
 	wd, _, err := c.Toolbox.WorkDir(ctx, ref)
 	require.NoError(t, err)
@@ -213,24 +190,15 @@ func TestEmulatorToolboxProcess(t *testing.T) {
 	// Session state carries over.
 	ex, _, err := c.Toolbox.ExecuteSessionCommand(ctx, ref, "s1", &daytona.SessionExecuteRequest{Command: "export ZED=42", RunAsync: true})
 	require.NoError(t, err)
-	waitExit(t, c, ref, "s1", ex.CmdID)
+	waitExit(t, env, ref, "s1", ex.CmdID)
 
 	ex, _, err = c.Toolbox.ExecuteSessionCommand(ctx, ref, "s1", &daytona.SessionExecuteRequest{
 		Command: "( echo out $ZED; echo err >&2; printf 'partial'; exit 3 )", RunAsync: true})
 	require.NoError(t, err)
 	var out, errb bytes.Buffer
-	err = c.Toolbox.FollowSessionCommandLogs(ctx, ref, "s1", ex.CmdID, nil, func(ch daytona.LogChunk) error {
-		if ch.Stream == daytona.Stdout {
-			assert.EqualValues(t, out.Len(), ch.Offset)
-			out.Write(ch.Data)
-		} else {
-			assert.EqualValues(t, errb.Len(), ch.Offset)
-			errb.Write(ch.Data)
-		}
-		return nil
-	})
+	err = c.Toolbox.FollowSessionCommandLogs(ctx, ref, "s1", ex.CmdID, nil, splitLogs(t, &out, &errb))
 	require.NoError(t, err)
-	code := waitExit(t, c, ref, "s1", ex.CmdID)
+	code := waitExit(t, env, ref, "s1", ex.CmdID)
 	assert.Equal(t, 3, code)
 	logs, _, err := c.Toolbox.GetSessionCommandLogs(ctx, ref, "s1", ex.CmdID, 0)
 	require.NoError(t, err)
@@ -256,7 +224,7 @@ func TestEmulatorToolboxProcess(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Toolbox.SendInput(ctx, ref, "s1", ex.CmdID, "abc")
 	require.NoError(t, err)
-	waitExit(t, c, ref, "s1", ex.CmdID)
+	waitExit(t, env, ref, "s1", ex.CmdID)
 	logs, _, err = c.Toolbox.GetSessionCommandLogs(ctx, ref, "s1", ex.CmdID, 0)
 	require.NoError(t, err)
 	assert.Equal(t, "got abc\n", logs.Stdout)
@@ -273,39 +241,42 @@ func TestEmulatorToolboxProcess(t *testing.T) {
 	assert.NotErrorIs(t, err, daytona.ErrContainerMissing)
 }
 
-// waitExit polls the command until it has an exit code (the emulator's
-// commands are real processes, so this is a condition wait).
-func waitExit(t *testing.T, c *daytona.Client, ref daytona.SandboxRef, sid, cid string) int {
+// splitLogs collects followed chunks by stream into out and errb, checking
+// that each chunk starts where its stream's previous one ended.
+func splitLogs(t *testing.T, out, errb *bytes.Buffer) func(daytona.LogChunk) error {
+	return func(ch daytona.LogChunk) error {
+		b := out
+		if ch.Stream != daytona.Stdout {
+			b = errb
+		}
+		assert.EqualValues(t, b.Len(), ch.Offset)
+		b.Write(ch.Data)
+		return nil
+	}
+}
+
+// waitExit waits on the emulator's own record until the command has an
+// exit code, then returns the exit code the client reads.
+func waitExit(t *testing.T, env *testenv.Env, ref daytona.SandboxRef, sid, cid string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	b := backoff.WithContext(backoff.NewConstantBackOff(2*time.Millisecond), ctx)
-	code, err := backoff.RetryWithData(func() (int, error) {
-		cmd, _, err := c.Toolbox.GetSessionCommand(ctx, ref, sid, cid)
-		if err != nil {
-			return 0, backoff.Permanent(err)
-		}
-		if cmd.ExitCode == nil {
-			return 0, errors.New("running")
-		}
-		return *cmd.ExitCode, nil
-	}, b)
+	_, err := env.Server.AwaitCommand(ctx, ref.ID, sid, cid)
 	require.NoError(t, err)
-	return code
+	cmd, _, err := env.Client.Toolbox.GetSessionCommand(ctx, ref, sid, cid)
+	require.NoError(t, err)
+	require.NotNil(t, cmd.ExitCode)
+	return *cmd.ExitCode
 }
 
-func TestEmulatorLogFollowFaults(t *testing.T) {
-	t.Parallel()
-	srv, c := emu(t)
-	ctx := t.Context()
-	sb := startedSandbox(t, c)
-	ref := sb.Ref()
+func emulatorLogFollowFaults(t *testing.T, env *testenv.Env, sb *testenv.Sandbox) {
+	srv, c, ctx, ref := env.Server, env.Client, t.Context(), sb.Ref()
 	_, err := c.Toolbox.CreateSession(ctx, ref, "s")
 	require.NoError(t, err)
 	ex, _, err := c.Toolbox.ExecuteSessionCommand(ctx, ref, "s", &daytona.SessionExecuteRequest{
 		Command: "( for i in 1 2 3 4 5; do echo line$i; echo eline$i >&2; done )", RunAsync: true})
 	require.NoError(t, err)
-	waitExit(t, c, ref, "s", ex.CmdID)
+	waitExit(t, env, ref, "s", ex.CmdID)
 	follow := func(opts *daytona.FollowOptions) (string, string, error) {
 		var out, errb bytes.Buffer
 		err := c.Toolbox.FollowSessionCommandLogs(ctx, ref, "s", ex.CmdID, opts, func(ch daytona.LogChunk) error {
@@ -354,12 +325,8 @@ func TestEmulatorLogFollowFaults(t *testing.T) {
 	h.Remove()
 }
 
-func TestEmulatorFiles(t *testing.T) {
-	t.Parallel()
-	_, c := emu(t)
-	ctx := t.Context()
-	sb := startedSandbox(t, c)
-	ref := sb.Ref()
+func emulatorFiles(t *testing.T, env *testenv.Env, sb *testenv.Sandbox) {
+	c, ctx, ref := env.Client, t.Context(), sb.Ref()
 	home, _, err := c.Toolbox.UserHomeDir(ctx, ref)
 	require.NoError(t, err)
 	dir := home + "/data dir"
@@ -426,12 +393,8 @@ func TestEmulatorFiles(t *testing.T) {
 	assert.ErrorIs(t, err, daytona.ErrNotFound)
 }
 
-func TestEmulatorPTY(t *testing.T) {
-	t.Parallel()
-	_, c := emu(t)
-	ctx := t.Context()
-	sb := startedSandbox(t, c)
-	ref := sb.Ref()
+func emulatorPTY(t *testing.T, env *testenv.Env, sb *testenv.Sandbox) {
+	c, ctx, ref := env.Client, t.Context(), sb.Ref()
 
 	id, _, err := c.PTY.Create(ctx, ref, &daytona.PTYCreateRequest{ID: "term", Cols: 120, Rows: 30, LazyStart: true})
 	require.NoError(t, err)
@@ -445,7 +408,8 @@ func TestEmulatorPTY(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 100, info.Cols)
 
-	var out safeBuffer
+	// out is read only after done: the copy has ended by then.
+	var out bytes.Buffer
 	done := make(chan error, 1)
 	go func() {
 		_, err := io.Copy(&out, p)
@@ -481,28 +445,8 @@ func TestEmulatorPTY(t *testing.T) {
 	assert.Error(t, err)
 }
 
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func TestEmulatorRetriesAndUncertainCreate(t *testing.T) {
-	t.Parallel()
-	srv, c := emu(t)
-	ctx := t.Context()
-	sb := startedSandbox(t, c)
+func emulatorRetriesAndUncertainCreate(t *testing.T, env *testenv.Env, sb *testenv.Sandbox) {
+	srv, c, ctx := env.Server, env.Client, t.Context()
 
 	// 429 with the bucket's Retry-After on a read: retried.
 	srv.ResetRequests()
@@ -555,11 +499,8 @@ func TestEmulatorRetriesAndUncertainCreate(t *testing.T) {
 	assert.NotContains(t, err.Error(), "wrong-key-123456")
 }
 
-func TestEmulatorDiskFull(t *testing.T) {
-	t.Parallel()
-	srv, c := emu(t)
-	ctx := t.Context()
-	sb := startedSandbox(t, c)
+func emulatorDiskFull(t *testing.T, env *testenv.Env, sb *testenv.Sandbox) {
+	srv, c, ctx := env.Server, env.Client, t.Context()
 	require.NoError(t, srv.SetDiskAllocation(sb.ID, 64<<10))
 	home, _, err := c.Toolbox.UserHomeDir(ctx, sb.Ref())
 	require.NoError(t, err)
@@ -572,19 +513,12 @@ func TestEmulatorDiskFull(t *testing.T) {
 // emulatorTransferSetup starts the emulator with a sandbox big enough for
 // the transfer and returns a client, the sandbox ref and its home dir.
 func emulatorTransferSetup(tb testing.TB) (*daytona.Client, daytona.SandboxRef, string) {
-	srv := daytonatest.NewServer(tb)
-	c, err := daytona.NewClient(daytona.WithAPIURL(srv.URL()), daytona.WithAPIKey(srv.APIKey()),
-		daytona.WithPollBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(2 * time.Millisecond) }))
+	env := testenv.New(tb)
+	sb := env.StartSandbox(tb, nil)
+	require.NoError(tb, env.Server.SetDiskAllocation(sb.ID, 2<<30))
+	home, _, err := env.Client.Toolbox.UserHomeDir(context.Background(), sb.Ref())
 	require.NoError(tb, err)
-	ctx := context.Background()
-	sb, _, err := c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{Name: testName(), Snapshot: "base"})
-	require.NoError(tb, err)
-	sb, err = c.Sandboxes.WaitUntilStarted(ctx, sb.ID)
-	require.NoError(tb, err)
-	require.NoError(tb, srv.SetDiskAllocation(sb.ID, 2<<30))
-	home, _, err := c.Toolbox.UserHomeDir(ctx, sb.Ref())
-	require.NoError(tb, err)
-	return c, sb.Ref(), home
+	return env.Client, sb.Ref(), home
 }
 
 // TestEmulatorTransfer256MiBBoundedHeap moves 256 MiB up and down through

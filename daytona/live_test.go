@@ -42,7 +42,7 @@ func TestLiveDaytona(t *testing.T) {
 	sb, _, err := c.Sandboxes.Create(ctx, &daytona.CreateSandboxRequest{
 		Name: liveLabel + "-" + testName(), Snapshot: os.Getenv("DAYTONA_TEST_SNAPSHOT"),
 		Labels:           map[string]string{liveLabel: "client"},
-		AutoStopInterval: daytona.Minutes(15), AutoDeleteInterval: daytona.Minutes(60),
+		AutoStopInterval: new(15), AutoDeleteInterval: new(60),
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
@@ -67,14 +67,7 @@ func TestLiveDaytona(t *testing.T) {
 		Command: "( echo out; echo err >&2 )", RunAsync: true})
 	require.NoError(t, err)
 	var out, errb bytes.Buffer
-	err = c.Toolbox.FollowSessionCommandLogs(ctx, ref, "live", ex.CmdID, nil, func(ch daytona.LogChunk) error {
-		if ch.Stream == daytona.Stdout {
-			out.Write(ch.Data)
-		} else {
-			errb.Write(ch.Data)
-		}
-		return nil
-	})
+	err = c.Toolbox.FollowSessionCommandLogs(ctx, ref, "live", ex.CmdID, nil, splitLogs(t, &out, &errb))
 	require.NoError(t, err)
 	logs, _, err := c.Toolbox.GetSessionCommandLogs(ctx, ref, "live", ex.CmdID, 0)
 	require.NoError(t, err)

@@ -3,11 +3,14 @@ package daytona
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,9 +67,6 @@ type Demuxer struct {
 
 // NewDemuxer returns a demuxer at the start of a log.
 func NewDemuxer() *Demuxer { return &Demuxer{} }
-
-// Offsets returns how many bytes have been emitted per stream.
-func (d *Demuxer) Offsets() (stdout, stderr int64) { return d.off[Stdout], d.off[Stderr] }
 
 // Write feeds the next bytes of the log; emit receives the classified
 // chunks in order (Data aliases an internal buffer).
@@ -299,8 +299,7 @@ func (c *Client) dialWS(ctx context.Context, cl *call) (*websocket.Conn, error) 
 		return nil, err
 	}
 	h := http.Header{}
-	c.setHeaders(ctx, cl.rt, h)
-	h.Set("User-Agent", c.userAgent)
+	c.setHeaders(h)
 	conn, resp, err := websocket.Dial(ctx, target, &websocket.DialOptions{HTTPClient: c.hc, HTTPHeader: h})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -312,4 +311,133 @@ func (c *Client) dialWS(ctx context.Context, cl *call) (*websocket.Conn, error) 
 		return nil, &TransportError{Method: cl.rt.method, Route: cl.rt.tmpl, Err: c.cleanTransportErr(err)}
 	}
 	return conn, nil
+}
+
+// CommandLogs is a log snapshot with stdout and stderr separated.
+type CommandLogs struct {
+	Output string `json:"output"` // raw log with markers (ignore)
+	Stdout string `json:"stdout"`
+	Stderr string `json:"stderr"`
+}
+
+// DefaultMaxLogSnapshot bounds GetSessionCommandLogs (a JSON snapshot is
+// necessarily held in memory). Pass a larger limit for bigger logs.
+const DefaultMaxLogSnapshot = 64 << 20
+
+// GetSessionCommandLogs reads the whole log of a command (
+// docs/daytona.md#log-snapshot) through a size limit (maxBytes <= 0 means DefaultMaxLogSnapshot).
+// With the SDK-version header the toolbox answers JSON with stdout/stderr;
+// a text/plain answer (older daemon) is demultiplexed here from its markers.
+//
+// Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/process/GET/process/session/{sessionId}/command/{commandId}/logs
+func (s *ToolboxService) GetSessionCommandLogs(ctx context.Context, ref SandboxRef, sessionID, commandID string, maxBytes int64) (*CommandLogs, *Response, error) {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxLogSnapshot
+	}
+	resp, r, err := s.client.send(ctx, &call{rt: rCommandLogs, ref: ref, args: []string{sessionID, commandID}})
+	if err != nil {
+		return nil, r, err
+	}
+	defer resp.Body.Close()
+	lr := &io.LimitedReader{R: resp.Body, N: maxBytes + 1}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	out := new(CommandLogs)
+	if mt == "application/json" {
+		err = json.NewDecoder(lr).Decode(out)
+	} else {
+		var raw []byte
+		raw, err = io.ReadAll(lr)
+		if err == nil {
+			*out = splitLogs(raw)
+		}
+	}
+	if lr.N <= 0 {
+		return nil, r, fmt.Errorf("%w: %s: log larger than %d bytes", ErrMalformedResponse, rCommandLogs, maxBytes)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, r, &TransportError{Method: rCommandLogs.method, Route: rCommandLogs.tmpl, Err: ctx.Err()}
+		}
+		return nil, r, fmt.Errorf("%w: %s: %s", ErrMalformedResponse, rCommandLogs, s.client.redact(err.Error()))
+	}
+	return out, r, nil
+}
+
+// StreamSessionCommandLogs reads the whole log of a command once, streamed
+// and demultiplexed with bounded memory, calling fn for each stdout/stderr
+// chunk with its per-stream byte offset (the same offsets as
+// FollowSessionCommandLogs, so a caller can append only the bytes it has
+// not seen). It asks for the raw marker format (X-Daytona-Split-Output
+// instead of the SDK-version header, docs/daytona.md#version-headers); if the server
+// answers JSON anyway, that answer is decoded through DefaultMaxLogSnapshot.
+//
+// Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/process/GET/process/session/{sessionId}/command/{commandId}/logs
+func (s *ToolboxService) StreamSessionCommandLogs(ctx context.Context, ref SandboxRef, sessionID, commandID string, fn func(LogChunk) error) error {
+	if fn == nil {
+		return fmt.Errorf("%w: callback is nil", ErrInvalidArgument)
+	}
+	resp, _, err := s.client.send(ctx, &call{rt: rCommandLogs, ref: ref, args: []string{sessionID, commandID}, rawLogs: true,
+		header: http.Header{"Accept": {"text/plain, application/json"}}})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var fnErr error
+	emit := func(c LogChunk) {
+		if fnErr == nil {
+			fnErr = fn(c)
+		}
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt == "application/json" {
+		var logs CommandLogs
+		lr := &io.LimitedReader{R: resp.Body, N: DefaultMaxLogSnapshot + 1}
+		if err := json.NewDecoder(lr).Decode(&logs); err != nil || lr.N <= 0 {
+			return fmt.Errorf("%w: %s: undecodable JSON log", ErrMalformedResponse, rCommandLogs)
+		}
+		if logs.Stdout != "" {
+			emit(LogChunk{Stream: Stdout, Data: []byte(logs.Stdout)})
+		}
+		if logs.Stderr != "" {
+			emit(LogChunk{Stream: Stderr, Data: []byte(logs.Stderr)})
+		}
+		return fnErr
+	}
+	d := NewDemuxer()
+	buf := make([]byte, readChunk)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			d.Write(buf[:n], emit)
+		}
+		if fnErr != nil {
+			return fnErr
+		}
+		if errors.Is(err, io.EOF) {
+			d.Flush(emit)
+			return fnErr
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return &TransportError{Method: rCommandLogs.method, Route: rCommandLogs.tmpl, Err: ctx.Err()}
+			}
+			return &TransportError{Method: rCommandLogs.method, Route: rCommandLogs.tmpl, Err: s.client.cleanTransportErr(err)}
+		}
+	}
+}
+
+// splitLogs demultiplexes a raw marker log held in memory.
+func splitLogs(raw []byte) CommandLogs {
+	var out, e strings.Builder
+	d := NewDemuxer()
+	emit := func(c LogChunk) {
+		if c.Stream == Stdout {
+			out.Write(c.Data)
+		} else {
+			e.Write(c.Data)
+		}
+	}
+	d.Write(raw, emit)
+	d.Flush(emit)
+	return CommandLogs{Output: string(raw), Stdout: out.String(), Stderr: e.String()}
 }

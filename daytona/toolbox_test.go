@@ -3,7 +3,6 @@ package daytona
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -83,7 +82,7 @@ func TestDemuxerEverySplit(t *testing.T) {
 	assert.Equal(t, wantErr, errb)
 	d := NewDemuxer()
 	collect(d, [][]byte{raw})
-	so, se := d.Offsets()
+	so, se := d.off[Stdout], d.off[Stderr]
 	assert.EqualValues(t, len(wantOut), so)
 	assert.EqualValues(t, len(wantErr), se)
 }
@@ -92,8 +91,7 @@ func TestExecuteAndSessions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.handle("POST /toolbox/sb-1/process/execute", func(w http.ResponseWriter, r *http.Request) {
-		var req ExecuteRequest
-		require.NoError(t, json.NewDecoder(r.Body).Decode(&req))
+		req := decodeBody[ExecuteRequest](t, r)
 		if req.Command == "sleep 100" {
 			writeJSON(w, 408, map[string]any{"statusCode": 408, "message": "request timeout: command execution timeout", "code": "REQUEST_TIMEOUT"})
 			return
@@ -101,8 +99,7 @@ func TestExecuteAndSessions(t *testing.T) {
 		writeJSON(w, 200, ExecuteResponse{ExitCode: 3, Result: req.Command + "|" + req.Cwd})
 	})
 	f.handle("POST /toolbox/sb-1/process/session", func(w http.ResponseWriter, r *http.Request) {
-		var b map[string]string
-		require.NoError(t, json.NewDecoder(r.Body).Decode(&b))
+		b := decodeBody[map[string]string](t, r)
 		if b["sessionId"] == "dup" {
 			writeJSON(w, 409, map[string]any{"statusCode": 409, "message": "conflict: session already exists", "code": "CONFLICT"})
 			return
@@ -110,8 +107,7 @@ func TestExecuteAndSessions(t *testing.T) {
 		w.WriteHeader(201)
 	})
 	f.handle("POST /toolbox/sb-1/process/session/s1/exec", func(w http.ResponseWriter, r *http.Request) {
-		var b map[string]any
-		require.NoError(t, json.NewDecoder(r.Body).Decode(&b))
+		b := decodeBody[map[string]any](t, r)
 		assert.Equal(t, true, b["runAsync"])
 		writeJSON(w, 202, map[string]any{"cmdId": "c1", "output": nil, "stdout": nil, "stderr": nil, "exitCode": nil})
 	})
@@ -123,8 +119,7 @@ func TestExecuteAndSessions(t *testing.T) {
 	})
 	f.handle("DELETE /toolbox/sb-1/process/session/s1", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
 	f.handle("POST /toolbox/sb-1/process/session/s1/command/c1/input", func(w http.ResponseWriter, r *http.Request) {
-		var b map[string]string
-		require.NoError(t, json.NewDecoder(r.Body).Decode(&b))
+		b := decodeBody[map[string]string](t, r)
 		assert.Equal(t, "yes", b["data"])
 		w.WriteHeader(204)
 	})
@@ -390,8 +385,7 @@ func TestDownloads(t *testing.T) {
 		_, _ = pw.Write(body)
 	}
 	f.handle("POST /toolbox/sb-1/files/bulk-download", func(w http.ResponseWriter, r *http.Request) {
-		var b map[string][]string
-		require.NoError(t, json.NewDecoder(r.Body).Decode(&b))
+		b := decodeBody[map[string][]string](t, r)
 		mw := multipart.NewWriter(w)
 		_ = mw.SetBoundary("DAYTONA-FILE-BOUNDARY")
 		w.Header().Set("Content-Type", "multipart/form-data; boundary=DAYTONA-FILE-BOUNDARY")
@@ -524,14 +518,12 @@ func TestPTY(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.handle("POST /toolbox/sb-1/process/pty", func(w http.ResponseWriter, r *http.Request) {
-		var req PTYCreateRequest
-		require.NoError(t, json.NewDecoder(r.Body).Decode(&req))
+		req := decodeBody[PTYCreateRequest](t, r)
 		assert.True(t, req.LazyStart)
 		writeJSON(w, 201, map[string]string{"sessionId": req.ID})
 	})
 	f.handle("POST /toolbox/sb-1/process/pty/p1/resize", func(w http.ResponseWriter, r *http.Request) {
-		var b map[string]int
-		require.NoError(t, json.NewDecoder(r.Body).Decode(&b))
+		b := decodeBody[map[string]int](t, r)
 		writeJSON(w, 200, map[string]any{"id": "p1", "cols": b["cols"], "rows": b["rows"], "active": true})
 	})
 	f.handle("POST /toolbox/sb-1/process/pty/gone/resize", func(w http.ResponseWriter, r *http.Request) {
@@ -662,27 +654,6 @@ func TestNoSecretsInStreamErrors(t *testing.T) {
 	_, _, err = followAll(t, f, "refused", nil)
 	assert.ErrorIs(t, err, ErrUnauthorized)
 	assert.NotContains(t, err.Error(), testKey)
-}
-
-func TestSkipLastActivityHeader(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t)
-	var got []string
-	f.handle("GET /toolbox/sb-1/work-dir", func(w http.ResponseWriter, r *http.Request) {
-		got = append(got, r.Header.Get(HeaderSkipLastActivity))
-		writeJSON(w, 200, map[string]string{"dir": "/w"})
-	})
-	f.handle("GET /api/sandbox/{id}", func(w http.ResponseWriter, r *http.Request) {
-		assert.Empty(t, r.Header.Get(HeaderSkipLastActivity), "only toolbox calls carry it")
-		writeJSON(w, 200, sandboxJSON("x", "x", StateStarted))
-	})
-	_, _, err := f.c.Toolbox.WorkDir(t.Context(), f.ref)
-	require.NoError(t, err)
-	_, _, err = f.c.Toolbox.WorkDir(SkipLastActivity(t.Context()), f.ref)
-	require.NoError(t, err)
-	_, _, err = f.c.Sandboxes.Get(SkipLastActivity(t.Context()), "x")
-	require.NoError(t, err)
-	assert.Equal(t, []string{"", "true"}, got)
 }
 
 func TestStreamSessionCommandLogs(t *testing.T) {

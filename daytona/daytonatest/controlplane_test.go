@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
@@ -35,10 +36,10 @@ func TestZeroValueServerIsAHandler(t *testing.T) {
 	t.Cleanup(srv.Close)
 	r, _ := http.NewRequest("GET", "/api/sandbox", nil)
 	r.Header.Set("Authorization", "Bearer "+srv.APIKey())
-	w := newRecorder()
+	w := httptest.NewRecorder()
 	srv.ServeHTTP(w, r)
-	assert.Equal(t, 200, w.code)
-	assert.JSONEq(t, `{"items":[],"nextCursor":null}`, w.body.String())
+	assert.Equal(t, 200, w.Code)
+	assert.JSONEq(t, `{"items":[],"nextCursor":null}`, w.Body.String())
 }
 
 func TestLifecycle(t *testing.T) {

@@ -121,18 +121,6 @@ func (sb *sandbox) diskRemaining() int64 {
 	return alloc - sb.diskUsage()
 }
 
-// DiskUsage reports the bytes used in a sandbox's tree.
-func (s *Server) DiskUsage(idOrName string) (int64, error) {
-	s.init()
-	s.mu.Lock()
-	sb := s.lookupLocked(idOrName)
-	s.mu.Unlock()
-	if sb == nil {
-		return 0, fmt.Errorf("daytonatest: no sandbox %q", idOrName)
-	}
-	return sb.diskUsage(), nil
-}
-
 // quotaWriter fails with ENOSPC once the allocation is used up.
 type quotaWriter struct {
 	f    *os.File

@@ -136,24 +136,3 @@ type apiError struct {
 	Error      string `json:"error"`
 	Code       string `json:"code"`
 }
-
-type recorder struct {
-	h    http.Header
-	code int
-	body bytes.Buffer
-}
-
-func newRecorder() *recorder { return &recorder{h: http.Header{}} }
-
-func (r *recorder) Header() http.Header { return r.h }
-func (r *recorder) Write(p []byte) (int, error) {
-	if r.code == 0 {
-		r.code = 200
-	}
-	return r.body.Write(p)
-}
-func (r *recorder) WriteHeader(c int) {
-	if r.code == 0 {
-		r.code = c
-	}
-}

@@ -1,7 +1,11 @@
 package daytonatest
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -84,6 +88,7 @@ func (s *Server) ResetRequests() {
 type handlerFunc func(*call)
 
 type route struct {
+	plane  string // planeAPI or planeToolbox
 	method string
 	tmpl   string
 	segs   []string
@@ -97,12 +102,13 @@ func mkRoutes(defs []route) []route {
 	return defs
 }
 
-func matchRoute(routes []route, method, path string) (*route, map[string]string, bool) {
+// matchRoute finds the route of plane that serves method and path, with
+// the values of the path's {parameters}.
+func matchRoute(plane, method, path string) (*route, map[string]string) {
 	segs := strings.Split(strings.Trim(path, "/"), "/")
-	pathFound := false
 	for i := range routes {
 		rt := &routes[i]
-		if len(rt.segs) != len(segs) {
+		if rt.plane != plane || rt.method != method || len(rt.segs) != len(segs) {
 			continue
 		}
 		params := map[string]string{}
@@ -121,15 +127,11 @@ func matchRoute(routes []route, method, path string) (*route, map[string]string,
 				break
 			}
 		}
-		if !ok {
-			continue
-		}
-		pathFound = true
-		if rt.method == method {
-			return rt, params, true
+		if ok {
+			return rt, params
 		}
 	}
-	return nil, nil, pathFound
+	return nil, nil
 }
 
 // call is one request being served.
@@ -237,4 +239,148 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, plane string, rt 
 		}
 	}
 	rt.h(c)
+}
+
+// routes is every operation the emulator serves: the control plane under
+// /api, then the toolbox under <toolboxProxyUrl>/<sandboxId>.
+var routes = mkRoutes([]route{
+	{plane: planeAPI, method: "GET", tmpl: "/sandbox", h: apiList},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox", h: apiCreate},
+	{plane: planeAPI, method: "GET", tmpl: "/sandbox/paginated", h: apiListPaginated},
+	{plane: planeAPI, method: "GET", tmpl: "/sandbox/{sandboxIdOrName}", h: apiGet},
+	{plane: planeAPI, method: "DELETE", tmpl: "/sandbox/{sandboxIdOrName}", h: apiDelete},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/start", h: apiStart},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/stop", h: apiStop},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/recover", h: apiRecover},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/archive", h: apiArchive},
+	{plane: planeAPI, method: "PUT", tmpl: "/sandbox/{sandboxIdOrName}/labels", h: apiLabels},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autostop/{interval}", h: apiInterval("autostop")},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autoarchive/{interval}", h: apiInterval("autoarchive")},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autodelete/{interval}", h: apiInterval("autodelete")},
+	// Not in the v0.190.0 documents: the proposed wall-clock lifetime of
+	// docs/behavior.md#ttl (see proposedRoutes).
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/ttl/{interval}", h: apiInterval("ttl")},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/public/{isPublic}", h: apiPublic},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/network-settings", h: apiNetwork},
+	{plane: planeAPI, method: "POST", tmpl: "/sandbox/{sandboxId}/last-activity", h: apiLastActivity},
+	{plane: planeAPI, method: "GET", tmpl: "/sandbox/{sandboxId}/toolbox-proxy-url", h: apiToolboxURL},
+	{plane: planeAPI, method: "GET", tmpl: "/sandbox/{sandboxIdOrName}/ports/{port}/preview-url", h: apiPreviewURL},
+	{plane: planeToolbox, method: "GET", tmpl: "/version", h: tbVersion},
+	{plane: planeToolbox, method: "GET", tmpl: "/work-dir", h: tbWorkDir},
+	{plane: planeToolbox, method: "GET", tmpl: "/user-home-dir", h: tbWorkDir},
+	{plane: planeToolbox, method: "POST", tmpl: "/process/execute", h: tbExecute},
+	{plane: planeToolbox, method: "GET", tmpl: "/process/session", h: tbListSessions},
+	{plane: planeToolbox, method: "POST", tmpl: "/process/session", h: tbCreateSession},
+	{plane: planeToolbox, method: "GET", tmpl: "/process/session/entrypoint/logs", h: tbEntrypointLogs},
+	{plane: planeToolbox, method: "GET", tmpl: "/process/session/{sessionId}", h: tbGetSession},
+	{plane: planeToolbox, method: "DELETE", tmpl: "/process/session/{sessionId}", h: tbDeleteSession},
+	{plane: planeToolbox, method: "POST", tmpl: "/process/session/{sessionId}/exec", h: tbSessionExec},
+	{plane: planeToolbox, method: "GET", tmpl: "/process/session/{sessionId}/command/{commandId}", h: tbCommand},
+	{plane: planeToolbox, method: "GET", tmpl: "/process/session/{sessionId}/command/{commandId}/logs", h: tbCommandLogs},
+	{plane: planeToolbox, method: "POST", tmpl: "/process/session/{sessionId}/command/{commandId}/input", h: tbCommandInput},
+	{plane: planeToolbox, method: "GET", tmpl: "/process/pty", h: tbListPty},
+	{plane: planeToolbox, method: "POST", tmpl: "/process/pty", h: tbCreatePty},
+	{plane: planeToolbox, method: "GET", tmpl: "/process/pty/{sessionId}", h: tbGetPty},
+	{plane: planeToolbox, method: "DELETE", tmpl: "/process/pty/{sessionId}", h: tbDeletePty},
+	{plane: planeToolbox, method: "GET", tmpl: "/process/pty/{sessionId}/connect", h: tbConnectPty},
+	{plane: planeToolbox, method: "POST", tmpl: "/process/pty/{sessionId}/resize", h: tbResizePty},
+	{plane: planeToolbox, method: "GET", tmpl: "/files", h: tbListFiles},
+	{plane: planeToolbox, method: "DELETE", tmpl: "/files", h: tbDeleteFile},
+	{plane: planeToolbox, method: "GET", tmpl: "/files/info", h: tbFileInfo},
+	{plane: planeToolbox, method: "POST", tmpl: "/files/folder", h: tbCreateFolder},
+	{plane: planeToolbox, method: "POST", tmpl: "/files/move", h: tbMoveFile},
+	{plane: planeToolbox, method: "POST", tmpl: "/files/permissions", h: tbPermissions},
+	{plane: planeToolbox, method: "GET", tmpl: "/files/download", h: tbDownload},
+	{plane: planeToolbox, method: "POST", tmpl: "/files/bulk-download", h: tbBulkDownload},
+	{plane: planeToolbox, method: "POST", tmpl: "/files/upload", h: tbUpload},
+	{plane: planeToolbox, method: "POST", tmpl: "/files/bulk-upload", h: tbBulkUpload},
+})
+
+// serveAPI dispatches a control-plane request; rel is the path after /api.
+func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rel string) {
+	rt, params := matchRoute(planeAPI, r.Method, rel)
+	if rt == nil {
+		rec := s.logRequest(r, planeAPI, rel, rel, "")
+		sw := &statusWriter{ResponseWriter: w}
+		writeAPIError(sw, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
+		s.finishRequest(rec, sw)
+		return
+	}
+	var sb *sandbox
+	name := ""
+	key := params["sandboxIdOrName"]
+	if key == "" {
+		key = params["sandboxId"]
+	}
+	if key != "" {
+		s.mu.Lock()
+		sb = s.lookupLocked(key)
+		if sb != nil {
+			name = sb.name
+		} else if old, ok := s.sandboxes[key]; ok {
+			name = old.name
+		}
+		s.mu.Unlock()
+	}
+	if rt.tmpl == "/sandbox" && r.Method == "POST" {
+		// Peek at the requested name so Fault.Sandbox can target a create.
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var peek struct {
+			Name string `json:"name"`
+		}
+		_ = json.Unmarshal(body, &peek)
+		name = peek.Name
+	}
+	if !bearerOK(r, s.cfg.apiKey) {
+		rec := s.logRequest(r, planeAPI, rt.tmpl, rel, "")
+		sw := &statusWriter{ResponseWriter: w}
+		writeAPIError(sw, r, http.StatusUnauthorized, "Unauthorized")
+		s.finishRequest(rec, sw)
+		return
+	}
+	s.serve(w, r, planeAPI, rt, params, rel, sb, name)
+}
+
+// serveToolbox dispatches <toolboxProxyUrl>/<sandboxId>/<path>.
+func (s *Server) serveToolbox(w http.ResponseWriter, r *http.Request, rel string) {
+	rel = strings.TrimPrefix(rel, "/")
+	id, rest, _ := strings.Cut(rel, "/")
+	rest = "/" + rest
+	rt, params := matchRoute(planeToolbox, r.Method, rest)
+	s.mu.Lock()
+	sb := s.sandboxes[id]
+	if sb != nil && !sb.visibleLocked() {
+		sb = nil
+	}
+	name, token := "", ""
+	if sb != nil {
+		name, token = sb.name, sb.previewToken
+	}
+	s.mu.Unlock()
+	sbID := ""
+	if sb != nil {
+		sbID = sb.id
+	}
+	if rt == nil || rest == "/" {
+		rec := s.logRequest(r, planeToolbox, rest, rest, sbID)
+		sw := &statusWriter{ResponseWriter: w}
+		writeToolboxError(sw, r, http.StatusNotFound, "not found")
+		s.finishRequest(rec, sw)
+		return
+	}
+	if !bearerOK(r, s.cfg.apiKey) && (token == "" || r.Header.Get("X-Daytona-Preview-Token") != token) {
+		rec := s.logRequest(r, planeToolbox, rt.tmpl, rest, sbID)
+		sw := &statusWriter{ResponseWriter: w}
+		writeToolboxError(sw, r, http.StatusUnauthorized, "invalid or missing authentication")
+		s.finishRequest(rec, sw)
+		return
+	}
+	wrapped := *rt
+	wrapped.h = func(c *call) {
+		if c.toolboxReady() {
+			rt.h(c)
+		}
+	}
+	s.serve(w, r, planeToolbox, &wrapped, params, rest, sb, name)
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -89,28 +88,6 @@ type sandbox struct {
 	tb toolbox
 }
 
-// SandboxInfo is a snapshot of an emulated sandbox for test assertions.
-type SandboxInfo struct {
-	ID, Name            string
-	State, DesiredState string
-	ErrorReason         string
-	Recoverable         bool
-	Labels, Env         map[string]string
-	Snapshot, User      string
-	Public              bool
-	AutoStopInterval    int
-	AutoArchiveInterval int
-	AutoDeleteInterval  int
-	CPU, Memory, Disk   int
-	ContainerLost       bool
-	// DiskBytes is the disk allocation toolbox writes and commands are held to.
-	DiskBytes int64
-	// Root is the sandbox's tree on the host; HomeDir (= WorkDir) lies inside.
-	Root, HomeDir, WorkDir    string
-	CreatedAt, LastActivityAt time.Time
-	Pending                   bool // a transition is in progress
-}
-
 func copyMap(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
@@ -158,181 +135,8 @@ func (sb *sandbox) visibleLocked() bool {
 	return true
 }
 
-// Sandbox returns a snapshot of the sandbox with this id or name (any
-// state except destroyed).
-func (s *Server) Sandbox(idOrName string) (SandboxInfo, bool) {
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil {
-		if sb2, ok := s.sandboxes[idOrName]; ok {
-			return sb2.infoLocked(), true
-		}
-		return SandboxInfo{}, false
-	}
-	return sb.infoLocked(), true
-}
-
-// Sandboxes returns snapshots of all sandboxes not yet destroyed, in
-// creation order.
-func (s *Server) Sandboxes() []SandboxInfo {
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []SandboxInfo
-	for _, id := range s.order {
-		if sb := s.sandboxes[id]; sb.state != StateDestroyed {
-			out = append(out, sb.infoLocked())
-		}
-	}
-	return out
-}
-
-// AwaitState waits until the sandbox (by id or name) is in state. It fails
-// early if the sandbox is destroyed (unless state is "destroyed").
-func (s *Server) AwaitState(ctx context.Context, idOrName, state string) error {
-	var gone bool
-	err := s.Await(ctx, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		sb := s.lookupLocked(idOrName)
-		if sb == nil {
-			sb = s.sandboxes[idOrName]
-		}
-		if sb == nil {
-			gone = true
-			return true
-		}
-		if sb.state == state {
-			return true
-		}
-		if sb.state == StateDestroyed {
-			gone = true
-			return true
-		}
-		return false
-	})
-	if err != nil {
-		return err
-	}
-	if gone && state != StateDestroyed {
-		return fmt.Errorf("daytonatest: sandbox %s is gone", idOrName)
-	}
-	return nil
-}
-
-// AwaitGone waits until GET /sandbox/{id} answers 404.
-func (s *Server) AwaitGone(ctx context.Context, id string) error {
-	return s.Await(ctx, func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.lookupLocked(id) == nil
-	})
-}
-
-// HoldTransitions freezes lifecycle transitions of one sandbox (by id or
-// name; a name may be held before the sandbox is created), or of every
-// sandbox when idOrName is "", until the returned
-// release func is called: intermediate states (creating, stopping, ...)
-// stay observable for as long as the test needs. While held, create,
-// start and recover answer at once with the intermediate state instead of
-// waiting for "started" (as Daytona does after its 30 s server wait).
-func (s *Server) HoldTransitions(idOrName string) (release func()) {
-	s.init()
-	s.mu.Lock()
-	key := idOrName
-	if key != "" {
-		if sb := s.lookupLocked(idOrName); sb != nil {
-			key = sb.id
-		}
-	}
-	s.holds[key]++
-	s.mu.Unlock()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			s.mu.Lock()
-			s.holds[key]--
-			if s.holds[key] <= 0 {
-				delete(s.holds, key)
-			}
-			s.notifyLocked()
-			s.mu.Unlock()
-		})
-	}
-}
-
 func (s *Server) heldLocked(sb *sandbox) bool {
 	return s.holds[""] > 0 || s.holds[sb.id] > 0 || s.holds[sb.name] > 0
-}
-
-// SetError puts a sandbox into the error state with this reason, as a
-// runner failure would; its processes are killed.
-func (s *Server) SetError(idOrName, reason string, recoverable bool) error {
-	s.init()
-	s.mu.Lock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("daytonatest: no sandbox %q", idOrName)
-	}
-	sb.gen++
-	sb.pending = false
-	sb.state = StateError
-	sb.errorReason = reason
-	sb.recoverable = recoverable
-	sb.updatedAt = s.cfg.now()
-	s.notifyLocked()
-	s.mu.Unlock()
-	sb.killAll("sandbox error")
-	return nil
-}
-
-// LoseContainer makes the runner lose the sandbox's container: toolbox
-// calls then fail with the 404 of docs/daytona.md#missing-container, and starting it ends in state
-// error with MissingContainerReason (recoverable false).
-func (s *Server) LoseContainer(idOrName string) error {
-	s.init()
-	s.mu.Lock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil {
-		s.mu.Unlock()
-		return fmt.Errorf("daytonatest: no sandbox %q", idOrName)
-	}
-	sb.containerLost = true
-	s.notifyLocked()
-	s.mu.Unlock()
-	sb.killAll("container lost")
-	return nil
-}
-
-// StopSandbox stops a started sandbox server-side, as auto-stop does.
-func (s *Server) StopSandbox(idOrName string) error {
-	s.init()
-	s.mu.Lock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil || sb.state != StateStarted {
-		s.mu.Unlock()
-		return fmt.Errorf("daytonatest: sandbox %q is not started", idOrName)
-	}
-	s.beginStopLocked(sb)
-	s.mu.Unlock()
-	sb.killAll("sandbox stopped")
-	return nil
-}
-
-// SetDiskAllocation changes a sandbox's disk allocation in bytes.
-func (s *Server) SetDiskAllocation(idOrName string, bytes int64) error {
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sb := s.lookupLocked(idOrName)
-	if sb == nil {
-		return fmt.Errorf("daytonatest: no sandbox %q", idOrName)
-	}
-	sb.diskBytes = bytes
-	return nil
 }
 
 // newSandboxLocked allocates a sandbox record and its host tree.
@@ -344,9 +148,9 @@ func (s *Server) newSandboxLocked(name, user string) (*sandbox, error) {
 	if user == "" {
 		user = "daytona"
 	}
-	now := s.cfg.now()
+	now := time.Now()
 	sb := &sandbox{
-		s: s, id: id, name: name, orgID: s.cfg.orgID, user: user,
+		s: s, id: id, name: name, orgID: DefaultOrganizationID, user: user,
 		env: map[string]string{}, labels: map[string]string{},
 		target: "us", cpu: 1, memory: 1, disk: 3,
 		backupState: "None", autoStop: 15, autoArchive: 10080, autoDelete: -1,
@@ -373,7 +177,7 @@ func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...st
 	sb.state = first
 	sb.desired = desired
 	sb.pending = len(rest) > 0
-	sb.updatedAt = s.cfg.now()
+	sb.updatedAt = time.Now()
 	sb.lastActivity = sb.updatedAt
 	s.notifyLocked()
 	if len(rest) == 0 || s.closed {
@@ -411,7 +215,7 @@ func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...st
 				sb.errorReason = MissingContainerReason(sb.id)
 				sb.recoverable = false
 				sb.pending = false
-				sb.updatedAt = s.cfg.now()
+				sb.updatedAt = time.Now()
 				s.notifyLocked()
 				s.mu.Unlock()
 				return
@@ -425,7 +229,7 @@ func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...st
 				s.mu.Lock()
 			}
 			sb.state = next
-			sb.updatedAt = s.cfg.now()
+			sb.updatedAt = time.Now()
 			sb.lastActivity = sb.updatedAt
 			if last {
 				sb.pending = false
@@ -449,7 +253,7 @@ func (s *Server) beginStopLocked(sb *sandbox) {
 // beginDeleteLocked renames the record, freeing the name at once (docs/daytona.md#delete).
 func (s *Server) beginDeleteLocked(sb *sandbox) {
 	if !strings.HasPrefix(sb.name, "DESTROYED_") {
-		sb.name = fmt.Sprintf("DESTROYED_%s_%d", sb.name, s.cfg.now().UnixMilli())
+		sb.name = fmt.Sprintf("DESTROYED_%s_%d", sb.name, time.Now().UnixMilli())
 	}
 	sb.desired = StateDestroyed
 }
@@ -457,7 +261,7 @@ func (s *Server) beginDeleteLocked(sb *sandbox) {
 // awaitSettled waits (bounded by startWait and ctx) until a start-like
 // transition ends or is held.
 func (s *Server) awaitSettled(ctx context.Context, sb *sandbox) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.startWait)
+	ctx, cancel := context.WithTimeout(ctx, DefaultStartWait)
 	defer cancel()
 	_ = s.Await(ctx, func() bool {
 		s.mu.Lock()
@@ -506,4 +310,85 @@ func (s *Server) RunAutoLifecycle(now time.Time) int {
 		sb.killAll("auto lifecycle")
 	}
 	return n
+}
+
+// sandboxListItem is the SandboxListItem schema of api.openapi.yaml: what
+// GET /sandbox lists for each sandbox.
+type sandboxListItem struct {
+	ID                  string            `json:"id"`
+	OrganizationID      string            `json:"organizationId"`
+	Name                string            `json:"name"`
+	Snapshot            string            `json:"snapshot,omitempty"`
+	User                string            `json:"user"`
+	Labels              map[string]string `json:"labels"`
+	Public              bool              `json:"public"`
+	Target              string            `json:"target"`
+	CPU                 int               `json:"cpu"`
+	GPU                 int               `json:"gpu"`
+	GPUType             string            `json:"gpuType,omitempty"`
+	Memory              int               `json:"memory"`
+	Disk                int               `json:"disk"`
+	State               string            `json:"state"`
+	DesiredState        string            `json:"desiredState"`
+	ErrorReason         string            `json:"errorReason,omitempty"`
+	Recoverable         bool              `json:"recoverable"`
+	BackupState         string            `json:"backupState"`
+	AutoStopInterval    int               `json:"autoStopInterval"`
+	AutoArchiveInterval int               `json:"autoArchiveInterval"`
+	AutoDeleteInterval  int               `json:"autoDeleteInterval"`
+	CreatedAt           string            `json:"createdAt"`
+	UpdatedAt           string            `json:"updatedAt"`
+	LastActivityAt      string            `json:"lastActivityAt"`
+	SandboxClass        string            `json:"sandboxClass"`
+	DaemonVersion       string            `json:"daemonVersion"`
+	RunnerID            string            `json:"runnerId"`
+	ToolboxProxyURL     string            `json:"toolboxProxyUrl"`
+	// AutoDestroyAt is the proposed wall-clock expiry (docs/behavior.md#ttl); absent
+	// without a TTL.
+	AutoDestroyAt string `json:"autoDestroyAt,omitempty"`
+}
+
+// sandboxDTO is the Sandbox schema: a list item plus what only a full
+// answer (get, create, lifecycle calls, the paginated listing) carries.
+type sandboxDTO struct {
+	sandboxListItem
+	Env              map[string]string `json:"env"`
+	NetworkBlockAll  bool              `json:"networkBlockAll"`
+	NetworkAllowList *string           `json:"networkAllowList,omitempty"`
+	DomainAllowList  *string           `json:"domainAllowList,omitempty"`
+	Volumes          []volume          `json:"volumes,omitempty"`
+	BuildInfo        *buildInfo        `json:"buildInfo,omitempty"`
+}
+
+func isoTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// listItemLocked renders the sandbox as a SandboxListItem.
+func (sb *sandbox) listItemLocked(toolboxURL string) sandboxListItem {
+	d := sandboxListItem{
+		ID: sb.id, OrganizationID: sb.orgID, Name: sb.name, Snapshot: sb.snapshot, User: sb.user,
+		Labels: copyMap(sb.labels), Public: sb.public, Target: sb.target,
+		CPU: sb.cpu, GPU: sb.gpu, GPUType: sb.gpuType, Memory: sb.memory, Disk: sb.disk,
+		State: sb.state, DesiredState: sb.desired, ErrorReason: sb.errorReason, Recoverable: sb.recoverable,
+		BackupState: sb.backupState, AutoStopInterval: sb.autoStop, AutoArchiveInterval: sb.autoArchive,
+		AutoDeleteInterval: sb.autoDelete, CreatedAt: isoTime(sb.createdAt), UpdatedAt: isoTime(sb.updatedAt),
+		LastActivityAt: isoTime(sb.lastActivity), SandboxClass: "container", DaemonVersion: daemonVersion,
+		RunnerID: "runner-daytonatest", ToolboxProxyURL: toolboxURL,
+	}
+	if !sb.autoDestroyAt.IsZero() {
+		d.AutoDestroyAt = isoTime(sb.autoDestroyAt)
+	}
+	return d
+}
+
+// dtoLocked renders the sandbox as a (full) Sandbox.
+func (sb *sandbox) dtoLocked(toolboxURL string) sandboxDTO {
+	return sandboxDTO{
+		sandboxListItem:  sb.listItemLocked(toolboxURL),
+		Env:              copyMap(sb.env),
+		NetworkBlockAll:  sb.networkBlockAll,
+		NetworkAllowList: sb.networkAllowList,
+		DomainAllowList:  sb.domainAllowList,
+		Volumes:          sb.volumes,
+		BuildInfo:        sb.build,
+	}
 }

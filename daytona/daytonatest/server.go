@@ -41,20 +41,14 @@ type Option func(*config)
 
 type config struct {
 	apiKey          string
-	orgID           string
 	dir             string
 	transitionDelay time.Duration
-	startWait       time.Duration
 	diskBytes       int64
-	now             func() time.Time
 	logf            func(format string, args ...any)
 }
 
 // WithAPIKey sets the bearer token the server accepts (default: random).
 func WithAPIKey(key string) Option { return func(c *config) { c.apiKey = key } }
-
-// WithOrganizationID sets the organization every sandbox belongs to.
-func WithOrganizationID(id string) Option { return func(c *config) { c.orgID = id } }
 
 // WithDir sets the host directory under which every sandbox gets its own
 // tree (default: t.TempDir() for NewServer, a fresh temp dir otherwise).
@@ -73,17 +67,9 @@ func WithTransitionDelay(d time.Duration) Option {
 	}
 }
 
-// WithStartWait sets how long create/start/recover block waiting for
-// "started" before answering with the current DTO, as Daytona's API does
-// for up to 30 s.
-func WithStartWait(d time.Duration) Option { return func(c *config) { c.startWait = d } }
-
 // WithDiskBytes sets every new sandbox's disk allocation in bytes
 // (default: the sandbox's "disk" GiB).
 func WithDiskBytes(n int64) Option { return func(c *config) { c.diskBytes = n } }
-
-// WithClock sets the clock used for DTO timestamps.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithLogf sets a debug logger (e.g. t.Logf). Secrets are never passed to it.
 func WithLogf(logf func(format string, args ...any)) Option { return func(c *config) { c.logf = logf } }
@@ -184,20 +170,11 @@ func (s *Server) init() {
 		if c.apiKey == "" {
 			c.apiKey = "dtn_test_" + randHex(16)
 		}
-		if c.orgID == "" {
-			c.orgID = DefaultOrganizationID
-		}
 		switch {
 		case c.transitionDelay == 0:
 			c.transitionDelay = DefaultTransitionDelay
 		case c.transitionDelay < 0:
 			c.transitionDelay = 0
-		}
-		if c.startWait <= 0 {
-			c.startWait = DefaultStartWait
-		}
-		if c.now == nil {
-			c.now = time.Now
 		}
 		if c.dir == "" {
 			d, err := os.MkdirTemp("", "daytonatest-")
@@ -246,7 +223,7 @@ func (s *Server) ToolboxURL() string {
 func (s *Server) APIKey() string { s.init(); return s.cfg.apiKey }
 
 // OrganizationID is the organization of every sandbox.
-func (s *Server) OrganizationID() string { s.init(); return s.cfg.orgID }
+func (s *Server) OrganizationID() string { s.init(); return DefaultOrganizationID }
 
 // Dir is the host directory holding the sandbox trees.
 func (s *Server) Dir() string { s.init(); return s.cfg.dir }

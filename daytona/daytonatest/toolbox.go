@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"os"
 	osexec "os/exec"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,115 +58,6 @@ func (sb *sandbox) killAll(reason string) {
 	sb.s.notify()
 }
 
-// Sessions lists the ids of a sandbox's live process sessions.
-func (s *Server) Sessions(sandboxID string) []string {
-	return s.toolboxIDs(sandboxID, false)
-}
-
-// PTYs lists the ids of a sandbox's PTY sessions.
-func (s *Server) PTYs(sandboxID string) []string {
-	return s.toolboxIDs(sandboxID, true)
-}
-
-func (s *Server) toolboxIDs(sandboxID string, ptys bool) []string {
-	s.init()
-	s.mu.Lock()
-	sb := s.sandboxes[sandboxID]
-	s.mu.Unlock()
-	if sb == nil {
-		return nil
-	}
-	sb.tb.mu.Lock()
-	defer sb.tb.mu.Unlock()
-	var out []string
-	if ptys {
-		for id := range sb.tb.ptys {
-			out = append(out, id)
-		}
-	} else {
-		for id := range sb.tb.sessions {
-			out = append(out, id)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-var toolboxRoutes = mkRoutes([]route{
-	{method: "GET", tmpl: "/version", h: tbVersion},
-	{method: "GET", tmpl: "/work-dir", h: tbWorkDir},
-	{method: "GET", tmpl: "/user-home-dir", h: tbWorkDir},
-	{method: "POST", tmpl: "/process/execute", h: tbExecute},
-	{method: "GET", tmpl: "/process/session", h: tbListSessions},
-	{method: "POST", tmpl: "/process/session", h: tbCreateSession},
-	{method: "GET", tmpl: "/process/session/entrypoint/logs", h: tbEntrypointLogs},
-	{method: "GET", tmpl: "/process/session/{sessionId}", h: tbGetSession},
-	{method: "DELETE", tmpl: "/process/session/{sessionId}", h: tbDeleteSession},
-	{method: "POST", tmpl: "/process/session/{sessionId}/exec", h: tbSessionExec},
-	{method: "GET", tmpl: "/process/session/{sessionId}/command/{commandId}", h: tbCommand},
-	{method: "GET", tmpl: "/process/session/{sessionId}/command/{commandId}/logs", h: tbCommandLogs},
-	{method: "POST", tmpl: "/process/session/{sessionId}/command/{commandId}/input", h: tbCommandInput},
-	{method: "GET", tmpl: "/process/pty", h: tbListPty},
-	{method: "POST", tmpl: "/process/pty", h: tbCreatePty},
-	{method: "GET", tmpl: "/process/pty/{sessionId}", h: tbGetPty},
-	{method: "DELETE", tmpl: "/process/pty/{sessionId}", h: tbDeletePty},
-	{method: "GET", tmpl: "/process/pty/{sessionId}/connect", h: tbConnectPty},
-	{method: "POST", tmpl: "/process/pty/{sessionId}/resize", h: tbResizePty},
-	{method: "GET", tmpl: "/files", h: tbListFiles},
-	{method: "DELETE", tmpl: "/files", h: tbDeleteFile},
-	{method: "GET", tmpl: "/files/info", h: tbFileInfo},
-	{method: "POST", tmpl: "/files/folder", h: tbCreateFolder},
-	{method: "POST", tmpl: "/files/move", h: tbMoveFile},
-	{method: "POST", tmpl: "/files/permissions", h: tbPermissions},
-	{method: "GET", tmpl: "/files/download", h: tbDownload},
-	{method: "POST", tmpl: "/files/bulk-download", h: tbBulkDownload},
-	{method: "POST", tmpl: "/files/upload", h: tbUpload},
-	{method: "POST", tmpl: "/files/bulk-upload", h: tbBulkUpload},
-})
-
-// serveToolbox dispatches <toolboxProxyUrl>/<sandboxId>/<path>.
-func (s *Server) serveToolbox(w http.ResponseWriter, r *http.Request, rel string) {
-	rel = strings.TrimPrefix(rel, "/")
-	id, rest, _ := strings.Cut(rel, "/")
-	rest = "/" + rest
-	rt, params, _ := matchRoute(toolboxRoutes, r.Method, rest)
-	s.mu.Lock()
-	sb := s.sandboxes[id]
-	if sb != nil && !sb.visibleLocked() {
-		sb = nil
-	}
-	name, token := "", ""
-	if sb != nil {
-		name, token = sb.name, sb.previewToken
-	}
-	s.mu.Unlock()
-	sbID := ""
-	if sb != nil {
-		sbID = sb.id
-	}
-	if rt == nil || rest == "/" {
-		rec := s.logRequest(r, planeToolbox, rest, rest, sbID)
-		sw := &statusWriter{ResponseWriter: w}
-		writeToolboxError(sw, r, http.StatusNotFound, "not found")
-		s.finishRequest(rec, sw)
-		return
-	}
-	if !bearerOK(r, s.cfg.apiKey) && (token == "" || r.Header.Get("X-Daytona-Preview-Token") != token) {
-		rec := s.logRequest(r, planeToolbox, rt.tmpl, rest, sbID)
-		sw := &statusWriter{ResponseWriter: w}
-		writeToolboxError(sw, r, http.StatusUnauthorized, "invalid or missing authentication")
-		s.finishRequest(rec, sw)
-		return
-	}
-	wrapped := *rt
-	wrapped.h = func(c *call) {
-		if c.toolboxReady() {
-			rt.h(c)
-		}
-	}
-	s.serve(w, r, planeToolbox, &wrapped, params, rest, sb, name)
-}
-
 // toolboxReady answers like the proxy/runner when the sandbox cannot be
 // reached, and counts the request as activity otherwise.
 func (c *call) toolboxReady() bool {
@@ -192,7 +84,7 @@ func (c *call) toolboxReady() bool {
 		return false
 	}
 	if !strings.EqualFold(c.r.Header.Get("X-Daytona-Skip-Last-Activity-Update"), "true") {
-		sb.lastActivity = s.cfg.now()
+		sb.lastActivity = time.Now()
 	}
 	return true
 }
@@ -321,38 +213,6 @@ func (sb *sandbox) baseEnv(extra map[string]string) []string {
 	return out
 }
 
-// Dispatch records one command handed to a shell: a session exec or a
-// one-shot execute. Tests use it to prove a command ran exactly once.
-type Dispatch struct {
-	Time      time.Time
-	Sandbox   string
-	Session   string // "" for POST /process/execute
-	CommandID string // "" for POST /process/execute
-	Command   string
-	Async     bool
-	Timeout   int // the timeout in seconds of POST /process/execute (0 = none)
-}
-
-// Dispatches returns every command dispatch so far, in order.
-func (s *Server) Dispatches() []Dispatch {
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Dispatch(nil), s.dispatch...)
-}
-
-// CountDispatches counts dispatched commands whose text contains substr
-// ("" counts all).
-func (s *Server) CountDispatches(substr string) int {
-	n := 0
-	for _, d := range s.Dispatches() {
-		if strings.Contains(d.Command, substr) {
-			n++
-		}
-	}
-	return n
-}
-
 func (s *Server) recordDispatch(d Dispatch) {
 	d.Time = time.Now()
 	s.mu.Lock()
@@ -360,3 +220,5 @@ func (s *Server) recordDispatch(d Dispatch) {
 	s.notifyLocked()
 	s.mu.Unlock()
 }
+
+var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -1,8 +1,8 @@
 package daytonatest
 
 import (
-	"bytes"
-	"context"
+	"github.com/daytonaworker/daytona-worker/internal/shell"
+
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,8 +11,6 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,142 +18,6 @@ import (
 
 	"github.com/google/uuid"
 )
-
-// Output markers of the daemon's session logs (docs/daytona.md#session-exec).
-var (
-	markerStdout = []byte{1, 1, 1}
-	markerStderr = []byte{2, 2, 2}
-)
-
-var envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// shellQuote quotes s for bash.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// fsizeBlocks is the `ulimit -f` value (1024-byte blocks) matching the
-// sandbox's remaining disk allocation.
-func (sb *sandbox) fsizeBlocks() int64 {
-	rem := sb.diskRemaining()
-	if rem < 0 {
-		rem = 0
-	}
-	return rem / 1024
-}
-
-// ---- one-shot execute ----
-
-func tbExecute(c *call) {
-	var req struct {
-		Command string            `json:"command"`
-		Cwd     string            `json:"cwd"`
-		Envs    map[string]string `json:"envs"`
-		Timeout int               `json:"timeout"`
-	}
-	if err := json.NewDecoder(c.r.Body).Decode(&req); err != nil || strings.TrimSpace(req.Command) == "" {
-		writeToolboxError(c.w, c.r, http.StatusBadRequest, "invalid request body")
-		return
-	}
-	for k := range req.Envs {
-		if !envKeyRE.MatchString(k) {
-			writeToolboxError(c.w, c.r, http.StatusBadRequest, "invalid environment variable name: "+k)
-			return
-		}
-	}
-	sb := c.sb
-	dir := sb.home
-	if req.Cwd != "" {
-		dir = req.Cwd
-		if !filepath.IsAbs(dir) {
-			dir = filepath.Join(sb.home, dir)
-		}
-	}
-	script := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; trap '' XFSZ\n%s\n", sb.fsizeBlocks(), req.Command)
-	cmd := osexec.Command(bashBinary())
-	cmd.Dir = dir
-	cmd.Env = sb.baseEnv(req.Envs)
-	cmd.Stdin = strings.NewReader(script)
-	var out lockedBuffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A background process that keeps the output pipe open must not hold
-	// the reply forever once the shell itself has exited.
-	cmd.WaitDelay = 2 * time.Second
-	sb.tb.mu.Lock()
-	err := cmd.Start()
-	if err == nil {
-		sb.tb.execs[cmd] = struct{}{}
-	}
-	sb.tb.mu.Unlock()
-	if err != nil {
-		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
-		return
-	}
-	c.s.recordDispatch(Dispatch{Sandbox: sb.id, Command: req.Command, Timeout: req.Timeout})
-	defer func() {
-		sb.tb.mu.Lock()
-		delete(sb.tb.execs, cmd)
-		sb.tb.mu.Unlock()
-	}()
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(time.Duration(req.Timeout) * time.Second)
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case err := <-done:
-		code := exitCodeOf(err)
-		if errors.Is(err, osexec.ErrWaitDelay) && cmd.ProcessState != nil {
-			code = cmd.ProcessState.ExitCode()
-		}
-		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": code, "result": out.String()})
-	case <-timeout:
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-		writeToolboxError(c.w, c.r, http.StatusRequestTimeout, "command execution timeout")
-	case <-c.s.done:
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
-	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func exitCodeOf(err error) int {
-	if err == nil {
-		return 0
-	}
-	var ee *osexec.ExitError
-	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return 128 + int(ws.Signal())
-		}
-		return ee.ExitCode()
-	}
-	return -1
-}
-
-// ---- sessions ----
 
 // session is one persistent bash process. Commands are written to its
 // stdin one line each and run in that same shell with `source`, so cwd,
@@ -328,189 +190,6 @@ func (s *Server) startSession(sb *sandbox, id string) (*session, error) {
 	return ss, nil
 }
 
-// label reads one of the shell's output streams and writes marked lines.
-func (ss *session) label(r io.Reader, stderr bool) {
-	buf := make([]byte, 32*1024)
-	var pending []byte
-	const maxLine = 64 * 1024
-	for {
-		n, err := r.Read(buf)
-		pending = append(pending, buf[:n]...)
-		// Every complete line of this read is recorded under one lock, one
-		// log write and one notification per command: a line at a time
-		// made the emulator, not the worker, the bottleneck of big outputs.
-		var lines [][]byte
-		for {
-			i := bytes.IndexByte(pending, '\n')
-			if i < 0 {
-				break
-			}
-			lines = append(lines, pending[:i])
-			pending = pending[i+1:]
-		}
-		if len(lines) > 0 {
-			ss.lines(stderr, lines)
-		}
-		if len(pending) > maxLine {
-			// A very long line: pass it on in pieces (each with its marker,
-			// so the streams stay intact), keeping a tail in case the
-			// sentinel is split.
-			cut := len(pending) - len(ss.token) - 32
-			ss.line(stderr, pending[:cut], false)
-			pending = append([]byte(nil), pending[cut:]...)
-		}
-		if err != nil {
-			if len(pending) > 0 {
-				ss.line(stderr, pending, true)
-			}
-			return
-		}
-	}
-}
-
-// line records one output line (complete) or piece (not complete).
-func (ss *session) line(stderr bool, b []byte, complete bool) {
-	ss.mu.Lock()
-	cm := ss.lineLocked(stderr, b, complete)
-	if cm != nil {
-		cm.flushLocked()
-	}
-	ss.mu.Unlock()
-	ss.s.notify()
-}
-
-// lines records complete lines in order, flushing each command's log once.
-func (ss *session) lines(stderr bool, bs [][]byte) {
-	ss.mu.Lock()
-	var touched []*command
-	for _, b := range bs {
-		if cm := ss.lineLocked(stderr, b, true); cm != nil && (len(touched) == 0 || touched[len(touched)-1] != cm) {
-			touched = append(touched, cm)
-		}
-	}
-	for _, cm := range touched {
-		cm.flushLocked()
-	}
-	ss.mu.Unlock()
-	ss.s.notify()
-}
-
-// lineLocked attributes one line to the current command and buffers its log
-// record; it returns that command (nil if none). ss.mu is held.
-func (ss *session) lineLocked(stderr bool, b []byte, complete bool) *command {
-	idx := &ss.outIdx
-	if stderr {
-		idx = &ss.errIdx
-	}
-	content := b
-	sentinel := false
-	rc := 0
-	if *idx < len(ss.dispatched) && complete {
-		// The sentinel ends the line, exactly: <token>:<cid>:<rc> on stdout,
-		// <token>:<cid> on stderr. (An xtrace or verbose echo of the exec
-		// line also contains the token, but never in this form.)
-		want := string(ss.token) + ":" + ss.dispatched[*idx].id
-		if i := bytes.LastIndex(b, []byte(want)); i >= 0 {
-			tail := string(b[i+len(want):])
-			if stderr && tail == "" {
-				content, sentinel = b[:i], true
-			} else if code, ok := strings.CutPrefix(tail, ":"); ok && !stderr {
-				if v, err := strconv.Atoi(code); err == nil {
-					content, sentinel, rc = b[:i], true, v
-				}
-			}
-		}
-	}
-	var owner *command
-	if *idx < len(ss.dispatched) {
-		cm := ss.dispatched[*idx]
-		owner = cm
-		if len(content) > 0 || (!sentinel && complete) {
-			m := markerStdout
-			if stderr {
-				m = markerStderr
-			}
-			rec := make([]byte, 0, len(content)+4)
-			rec = append(rec, m...)
-			rec = append(rec, content...)
-			if complete {
-				rec = append(rec, '\n')
-			}
-			cm.appendLocked(rec)
-		}
-		if sentinel {
-			if stderr {
-				cm.gotErr = true
-			} else {
-				cm.gotOut = true
-				cm.rc = rc
-			}
-			*idx++
-			if cm.gotOut && cm.gotErr {
-				cm.completeLocked(cm.rc)
-			}
-		}
-	}
-	return owner
-}
-
-// appendLocked buffers a log record; flushLocked writes what is buffered
-// and wakes followers.
-func (cm *command) appendLocked(p []byte) { cm.pending = append(cm.pending, p...) }
-
-func (cm *command) flushLocked() {
-	if len(cm.pending) == 0 {
-		return
-	}
-	if cm.log != nil {
-		n, _ := cm.log.Write(cm.pending)
-		cm.size += int64(n)
-	}
-	cm.pending = cm.pending[:0]
-	close(cm.grew)
-	cm.grew = make(chan struct{})
-}
-
-func (cm *command) completeLocked(code int) {
-	if cm.exitCode != nil {
-		return
-	}
-	cm.flushLocked()
-	cm.exitCode = &code
-	if cm.log != nil {
-		_ = cm.log.Close()
-		cm.log = nil
-	}
-	close(cm.done)
-	close(cm.grew)
-	cm.grew = make(chan struct{})
-}
-
-// finish runs once the shell exited and its output drained: commands that
-// never completed end with the shell's exit status (the one that ran
-// `exit`) or -1 (never started).
-func (ss *session) finish(code int) {
-	ss.mu.Lock()
-	ss.dead = true
-	ss.shellCode = code
-	first := true
-	for _, cm := range ss.dispatched {
-		if cm.exitCode != nil {
-			continue
-		}
-		if first {
-			cm.completeLocked(code)
-			first = false
-			continue
-		}
-		cm.completeLocked(-1)
-	}
-	ss.mu.Unlock()
-	_ = ss.inputW.Close()
-	close(ss.exited)
-	ss.s.notify()
-}
-
 // kill ends the session: SIGTERM to its process group, SIGKILL after a
 // short grace (the daemon waits up to 5 s; 1 s keeps tests quick).
 func (ss *session) kill() {
@@ -674,7 +353,7 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 	}
 	tok := string(ss.token)
 	line := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; source %s %s; printf '%%s:%%s:%%s\\n' %s %s \"$?\"; printf '%%s:%%s\\n' %s %s >&2\n",
-		ss.sb.fsizeBlocks(), shellQuote(scriptPath), stdin, shellQuote(tok), shellQuote(cm.id), shellQuote(tok), shellQuote(cm.id))
+		ss.sb.fsizeBlocks(), shell.Quote(scriptPath), stdin, shell.Quote(tok), shell.Quote(cm.id), shell.Quote(tok), shell.Quote(cm.id))
 	if _, err := io.WriteString(ss.script, line); err != nil {
 		_ = f.Close()
 		return nil, errors.New("session process has exited")
@@ -755,58 +434,4 @@ func tbCommandInput(c *call) {
 	}
 	c.s.notify()
 	c.w.WriteHeader(http.StatusNoContent)
-}
-
-// CommandResult is a finished (or running) session command as the
-// emulator recorded it.
-type CommandResult struct {
-	ID, Command    string
-	ExitCode       *int
-	Stdout, Stderr []byte
-	Raw            []byte // the log with markers
-}
-
-// Command returns a session command's state and output.
-func (s *Server) Command(sandboxID, sessionID, commandID string) (CommandResult, bool) {
-	s.init()
-	s.mu.Lock()
-	sb := s.sandboxes[sandboxID]
-	s.mu.Unlock()
-	if sb == nil {
-		return CommandResult{}, false
-	}
-	sb.tb.mu.Lock()
-	ss := sb.tb.sessions[sessionID]
-	sb.tb.mu.Unlock()
-	if ss == nil {
-		return CommandResult{}, false
-	}
-	ss.mu.Lock()
-	cm := ss.commands[commandID]
-	var res CommandResult
-	if cm != nil {
-		res = CommandResult{ID: cm.id, Command: cm.text}
-		if cm.exitCode != nil {
-			v := *cm.exitCode
-			res.ExitCode = &v
-		}
-	}
-	ss.mu.Unlock()
-	if cm == nil {
-		return CommandResult{}, false
-	}
-	res.Raw, _ = os.ReadFile(cm.logPath)
-	res.Stdout, res.Stderr = demux(res.Raw)
-	return res, true
-}
-
-// AwaitCommand waits until a session command has an exit code.
-func (s *Server) AwaitCommand(ctx context.Context, sandboxID, sessionID, commandID string) (CommandResult, error) {
-	var res CommandResult
-	err := s.Await(ctx, func() bool {
-		r, ok := s.Command(sandboxID, sessionID, commandID)
-		res = r
-		return ok && r.ExitCode != nil
-	})
-	return res, err
 }
