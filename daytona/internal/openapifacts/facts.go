@@ -1,27 +1,9 @@
 // Package openapifacts holds the facts of the Daytona OpenAPI documents
-// that the fidelity tests check the client and the emulator against:
-// operations (method, path template, query parameters, request and 2xx
-// response schemas) and component schemas (type, property names and
-// property types, allOf parents).
-//
-// The facts live in a committed, line-oriented text file
-// (daytona/testdata/openapi-facts.txt) so that a plain clone can run the
-// tests without the OpenAPI documents. The generator in ./genfacts
-// (`go generate ./daytona`) rewrites that file when it is given the
-// documents; [ParseOpenAPI] is its YAML reader and [Facts.Encode] its
-// writer. Tests read the file with [Load].
-//
-// File format, one fact a line, fields separated by one space, sorted:
-//
-//	doc <doc> <source file name>
-//	op <doc> <METHOD> <path> query=<a,b|-> req=<Schema,..|-> resp=<Schema,..|->
-//	schema <doc> <Schema> <type|->
-//	allof <doc> <Schema> <Parent>
-//	prop <doc> <Schema> <property> <type>
-//
-// A property type is a primitive (string, integer, number, boolean,
-// object), any, #Schema (a reference), []T (array of T) or {}T (object whose
-// values are T). Lines starting with '#' are comments.
+// (operations, their query parameters and schemas, component schemas and
+// their properties) that the fidelity tests check the client and the
+// emulator against; they live in the committed text file
+// daytona/testdata/openapi-facts.txt, so a plain clone runs those tests
+// without the documents, and ./genfacts rewrites it from them.
 package openapifacts
 
 import (
@@ -35,6 +17,23 @@ import (
 
 // Facts are the facts of several documents, keyed by a short document name
 // ("api", "toolbox").
+//
+// The facts file is line-oriented so that a plain clone can run the tests
+// without the OpenAPI documents. The generator in ./genfacts
+// (`go generate ./daytona`) rewrites it when it is given the documents;
+// [ParseOpenAPI] is its YAML reader and [Facts.Encode] its writer. Tests read
+// the file with [Load]. Its format is one fact a line, fields separated by
+// one space, sorted:
+//
+//	doc <doc> <source file name>
+//	op <doc> <METHOD> <path> query=<a,b|-> req=<Schema,..|-> resp=<Schema,..|->
+//	schema <doc> <Schema> <type|->
+//	allof <doc> <Schema> <Parent>
+//	prop <doc> <Schema> <property> <type>
+//
+// A property type is a primitive (string, integer, number, boolean,
+// object), any, #Schema (a reference), []T (array of T) or {}T (object whose
+// values are T). Lines starting with '#' are comments.
 type Facts map[string]*Doc
 
 // Doc is the facts of one OpenAPI document.

@@ -1,13 +1,9 @@
 // Command genfacts derives daytona/testdata/openapi-facts.txt from the
-// Daytona OpenAPI documents (api.openapi.yaml and toolbox.openapi.yaml of
-// one release). It runs from `go generate ./daytona`:
-//
-//	DAYTONA_OPENAPI_DIR=/path/to/daytona-api go generate ./daytona
-//	go run ./daytona/internal/openapifacts/genfacts -openapi /path/to/daytona-api -out daytona/testdata/openapi-facts.txt
-//
-// The documents are not part of this repository. Without -openapi or
-// DAYTONA_OPENAPI_DIR the command says so and leaves the committed facts
-// file alone, so `go generate ./...` works in a plain clone.
+// Daytona OpenAPI documents of one release (run by `go generate ./daytona`
+// with DAYTONA_OPENAPI_DIR, or `go run ./daytona/internal/openapifacts/genfacts
+// -openapi DIR -out FILE`); the documents are not part of this repository,
+// and without them it says so and leaves the committed facts alone, so
+// `go generate ./...` works in a plain clone.
 package main
 
 import (
