@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -19,7 +19,7 @@ import (
 //
 //	go test -run '^$' -bench Lifecycle -benchtime 20x ./provider/
 func BenchmarkLifecycle(b *testing.B) {
-	srv := daytonatest.NewServer(b)
+	srv := testenv.Server(b)
 	d := New(Options{Env: func(string) (string, bool) { return "", false }, HTTPClient: &http.Client{}})
 	reg := registryOf(d)
 	cfg := map[string]any{"apiKey": srv.APIKey(), "apiUrl": srv.URL(), "timeoutMs": 60000}

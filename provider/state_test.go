@@ -9,6 +9,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -49,7 +50,7 @@ func TestHandleCacheIsNotSharedAcrossScopes(t *testing.T) {
 	}
 	// Another account (same key, another Daytona endpoint) naming the same
 	// sandbox id gets nothing from this account's cache.
-	other := daytonatest.NewServer(t, daytonatest.WithAPIKey(e.srv.APIKey()))
+	other := testenv.Server(t, daytonatest.WithAPIKey(e.srv.APIKey()))
 	p := e.realizeParams(l)
 	p["config"] = with(p["config"].(map[string]any), "apiUrl", other.URL())
 	_, err = e.call("environmentRealizeWorkspace", p)

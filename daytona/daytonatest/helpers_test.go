@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +24,7 @@ type tc struct {
 
 func newTC(t *testing.T, opts ...daytonatest.Option) *tc {
 	t.Helper()
-	srv := daytonatest.NewServer(t, opts...)
+	srv := testenv.Server(t, opts...)
 	return &tc{t: t, srv: srv, hc: &http.Client{}}
 }
 

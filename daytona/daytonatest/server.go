@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"testing"
 	"time"
 )
 
@@ -36,7 +35,7 @@ const (
 	DefaultOrganizationID  = "org-daytonatest"
 )
 
-// Option configures a Server built by New or NewServer.
+// Option configures a Server built by New.
 type Option func(*config)
 
 type config struct {
@@ -51,7 +50,7 @@ type config struct {
 func WithAPIKey(key string) Option { return func(c *config) { c.apiKey = key } }
 
 // WithDir sets the host directory under which every sandbox gets its own
-// tree (default: t.TempDir() for NewServer, a fresh temp dir otherwise).
+// tree (default: a fresh temp dir, removed by Close; testenv.Server passes t.TempDir()).
 func WithDir(dir string) Option { return func(c *config) { c.dir = dir } }
 
 // WithTransitionDelay sets how long each intermediate lifecycle state
@@ -76,7 +75,7 @@ func WithLogf(logf func(format string, args ...any)) Option { return func(c *con
 
 // Server is the Daytona emulator. The zero value is ready to use as an
 // http.Handler (it generates an API key, see APIKey, and a temp dir that
-// Close removes); New and NewServer apply options.
+// Close removes); New applies options.
 type Server struct {
 	initOnce sync.Once
 	cfg      config
@@ -93,12 +92,11 @@ type Server struct {
 	dispatch  []Dispatch
 	closed    bool
 
-	baseURL atomic.Value // string: scheme://host:port once known (Start / NewServer)
+	baseURL atomic.Value // string: scheme://host:port once known (Start)
 
 	done   chan struct{}
 	wg     sync.WaitGroup
 	httpSv *httptest.Server
-	lnSv   *http.Server
 }
 
 // New returns a configured Server that is not listening yet: use it as an
@@ -109,26 +107,6 @@ func New(opts ...Option) *Server {
 		o(&s.cfg)
 	}
 	s.init()
-	return s
-}
-
-// NewServer starts a Server on 127.0.0.1 with httptest and closes it when
-// the test ends.
-func NewServer(t testing.TB, opts ...Option) *Server {
-	t.Helper()
-	s := &Server{}
-	s.cfg.dir = t.TempDir()
-	for _, o := range opts {
-		o(&s.cfg)
-	}
-	s.init()
-	hs := httptest.NewUnstartedServer(s)
-	hs.Start()
-	s.mu.Lock()
-	s.httpSv = hs
-	s.baseURL.Store(hs.URL)
-	s.mu.Unlock()
-	t.Cleanup(s.Close)
 	return s
 }
 
@@ -151,16 +129,18 @@ func (s *Server) Start(addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("daytonatest: %w", err)
 	}
-	hs := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	// httptest's server on our listener: Close then cuts every client
+	// connection at once instead of waiting for hung requests to drain,
+	// which is what tests and a stopping daytona-sim both want.
+	hs := httptest.NewUnstartedServer(s)
+	_ = hs.Listener.Close()
+	hs.Listener = ln
+	hs.Config.ReadHeaderTimeout = 10 * time.Second
+	hs.Start()
 	s.mu.Lock()
-	s.lnSv = hs
+	s.httpSv = hs
 	s.baseURL.Store("http://" + ln.Addr().String())
 	s.mu.Unlock()
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		_ = hs.Serve(ln)
-	}()
 	return s.URL(), nil
 }
 
@@ -239,7 +219,7 @@ func (s *Server) Close() {
 	}
 	s.closed = true
 	close(s.done)
-	hs, ls := s.httpSv, s.lnSv
+	hs := s.httpSv
 	var boxes []*sandbox
 	for _, sb := range s.sandboxes {
 		boxes = append(boxes, sb)
@@ -252,12 +232,6 @@ func (s *Server) Close() {
 	if hs != nil {
 		hs.CloseClientConnections()
 		hs.Close()
-	}
-	if ls != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = ls.Shutdown(ctx)
-		cancel()
-		_ = ls.Close()
 	}
 	s.wg.Wait()
 	if s.ownDir {

@@ -71,8 +71,21 @@ func New(tb testing.TB, opts ...Option) *Env {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv := daytonatest.NewServer(tb, cfg.server...)
+	srv := Server(tb, cfg.server...)
 	return &Env{Server: srv, Client: Client(tb, srv.URL(), srv.APIKey(), cfg.client...)}
+}
+
+// Server starts the emulator on 127.0.0.1 with its sandbox trees in a
+// temp dir of the test, and closes it when the test ends. It lives here,
+// not in daytonatest, because it needs a testing.TB: daytonatest is also
+// linked into cmd/daytona-sim, where a test-only constructor is dead code.
+func Server(tb testing.TB, opts ...daytonatest.Option) *daytonatest.Server {
+	tb.Helper()
+	srv := daytonatest.New(append([]daytonatest.Option{daytonatest.WithDir(tb.TempDir())}, opts...)...)
+	tb.Cleanup(srv.Close)
+	_, err := srv.Start("")
+	require.NoError(tb, err)
+	return srv
 }
 
 // Client is a client for apiURL with the test defaults, then opts.
