@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"math"
@@ -9,25 +10,35 @@ import (
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
-	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	filesync "github.com/daytonaworker/daytona-worker/sync"
 )
 
 func (d *Driver) syncIn(ctx context.Context, p rpc.SyncParams) (rpc.SyncResult, error) {
-	return d.syncOp(ctx, p, filesync.SyncIn)
+	return d.syncOp(ctx, p, syncDirection{name: "syncIn", run: filesync.SyncIn})
 }
 
 func (d *Driver) syncOut(ctx context.Context, p rpc.SyncParams) (rpc.SyncResult, error) {
-	return d.syncOp(ctx, p, filesync.SyncOut)
+	return d.syncOp(ctx, p, syncDirection{name: "syncOut", run: filesync.SyncOut, classifyNotFound: true})
 }
 
 type syncFunc func(context.Context, filesync.Target, []filesync.Operation, filesync.Options) ([]filesync.OperationResult, error)
 
+// syncDirection is what differs between the two sync methods at the RPC
+// edge: the name their messages carry, and whether a deleted sandbox
+// becomes the stable daytona_sandbox_not_found code. Only syncOut
+// classifies it; the host treats a syncIn failure as retryable and gets
+// the provider's own not-found error, as the reference plugin does.
+type syncDirection struct {
+	name             string
+	run              syncFunc
+	classifyNotFound bool
+}
+
 // syncOp serves environmentSyncIn/Out: validate everything before any
 // provider call, then run the operations inside the lease's activity gate.
-func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, run syncFunc) (rpc.SyncResult, error) {
+func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, dir syncDirection) (rpc.SyncResult, error) {
 	minimum, err := filesync.ValidateMinimumTimeout(p.MinimumTimeoutMs)
 	if err != nil {
 		return rpc.SyncResult{}, rpc.InvalidParams("%v", err)
@@ -38,14 +49,14 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, run syncFunc) (rp
 	}
 	leaseID := deref(p.Lease.ProviderLeaseID)
 	if leaseID == "" {
-		return rpc.SyncResult{}, rpc.InvalidParams("Daytona file sync requires a sandbox lease id")
+		return rpc.SyncResult{}, rpc.InvalidParams("Daytona %s requires a provider lease ID.", dir.name)
 	}
 	root, _ := p.Lease.Metadata["remoteCwd"].(string)
 	if strings.ContainsRune(root, 0) {
 		return rpc.SyncResult{}, nulParam("lease.metadata.remoteCwd")
 	}
 	if root = strings.TrimSpace(root); !strings.HasPrefix(root, "/") {
-		return rpc.SyncResult{}, rpc.InvalidParams("Daytona file sync requires the lease's remote working directory")
+		return rpc.SyncResult{}, rpc.InvalidParams("%s", filesync.ErrNoRemoteDir)
 	}
 	c, err := d.resolveAccount(p.Config)
 	if err != nil {
@@ -54,11 +65,10 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, run syncFunc) (rp
 	k := c.scope(p.EnvironmentBase, leaseID)
 	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.Timeout(), minimum)+answerMargin)
 	defer cancel()
-	shell := shellOf(p.Lease.Metadata)
 	var results []filesync.OperationResult
 	err = d.scopes.withActivity(ctx, k, leaseID, false, func(ctx context.Context) error {
 		sb, _, err := d.sandbox(ctx, c, k, leaseID)
-		if errors.Is(err, daytona.ErrNotFound) {
+		if dir.classifyNotFound && errors.Is(err, daytona.ErrNotFound) {
 			return filesync.ErrSandboxNotFound
 		}
 		if err != nil {
@@ -68,9 +78,9 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, run syncFunc) (rp
 			return err
 		}
 		t := filesync.Target{Client: c.client, Sandbox: sb.Ref(), Root: root,
-			RunCommand: d.postUploadRunner(c, sb, k, shell), DiskAllocation: int64(math.Round(sb.Disk)) << 30}
-		results, err = run(ctx, t, ops, filesync.Options{Timeout: c.cfg.Timeout(), MinimumTimeout: minimum, Logger: d.log})
-		if errors.Is(err, daytona.ErrNotFound) {
+			RunCommand: postUploadRunner(c, sb), DiskAllocation: int64(math.Round(sb.Disk)) << 30}
+		results, err = dir.run(ctx, t, ops, filesync.Options{Timeout: c.cfg.Timeout(), MinimumTimeout: minimum, Logger: d.log})
+		if dir.classifyNotFound && errors.Is(err, daytona.ErrNotFound) {
 			return errors.Join(filesync.ErrSandboxNotFound, err)
 		}
 		if err == nil {
@@ -121,20 +131,32 @@ func nulField(f rpc.SyncFileMapping) string {
 	return ""
 }
 
-// postUploadRunner runs a post-upload command verbatim with the lease's
-// shell, one-shot (it must not wait behind a long session command).
-func (d *Driver) postUploadRunner(c *account, sb *daytona.Sandbox, k scopeKey, shell string) filesync.RunCommandFunc {
+// postUploadRunner runs a post-upload command exactly as the reference
+// plugin's SDK call sends it: one POST /process/execute whose command is
+// sdkOneShot(command), with the cwd and the timeout in whole seconds. No
+// login-shell profile, no git environment, no session: the host's command
+// runs as it wrote it, and does not wait behind a long session command.
+// The daemon answers stdout and stderr interleaved, reported as stdout.
+func postUploadRunner(c *account, sb *daytona.Sandbox) filesync.RunCommandFunc {
 	return func(ctx context.Context, command, cwd string, timeout time.Duration) (int, string, string, error) {
-		res, err := d.runner.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)},
-			cmdexec.Request{Command: shell, Args: []string{"-c", command}, Cwd: cwd, Timeout: timeout, BypassSession: true}, nil)
+		sec := int((timeout + time.Second - 1) / time.Second)
+		res, _, err := c.client.Toolbox.Execute(ctx, sb.Ref(), &daytona.ExecuteRequest{Command: sdkOneShot(command), Cwd: cwd, Timeout: sec})
+		if errors.Is(err, daytona.ErrTimeout) || (err != nil && ctx.Err() != nil) {
+			return -1, "", "", fmt.Errorf("post-upload command timed out after %s", timeout)
+		}
 		if err != nil {
-			return -1, res.Stdout, res.Stderr, err
+			return -1, "", "", err
 		}
-		if res.TimedOut || res.ExitCode == nil {
-			return -1, res.Stdout, res.Stderr, fmt.Errorf("post-upload command timed out after %s", timeout)
-		}
-		return *res.ExitCode, res.Stdout, res.Stderr, nil
+		return res.ExitCode, res.Result, "", nil
 	}
+}
+
+// sdkOneShot is the command text the Daytona TypeScript SDK's
+// executeCommand sends for a command: the command base64-encoded (so no
+// character of it needs quoting) and decoded into a plain sh. The base64
+// alphabet holds no quote, so the single quotes cannot be broken out of.
+func sdkOneShot(command string) string {
+	return `sh -c "echo '` + base64.StdEncoding.EncodeToString([]byte(command)) + `' | base64 -d | sh"`
 }
 
 // syncOperations converts and validates the wire operations.

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/provider/config"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	filesync "github.com/daytonaworker/daytona-worker/sync"
@@ -129,4 +132,109 @@ func TestSyncErrorCapsAHugeSourcePath(t *testing.T) {
 func TestStaleAfterOutlastsTheLongestSyncCall(t *testing.T) {
 	longest := time.Duration(config.MaxTimeoutMs)*time.Millisecond + answerMargin + 30*time.Second
 	assert.Greater(t, filesync.DefaultStaleAfter, longest)
+}
+
+// TestSyncLeaseErrorsNameTheMethod: a sync call without a lease id names
+// its method, one without a usable remoteCwd gives the shared remote-dir
+// message; both before any provider call.
+func TestSyncLeaseErrorsNameTheMethod(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	remote := l.Metadata["remoteCwd"].(string)
+	const noRemoteDir = "Daytona file sync requires a workspace remote dir on the lease metadata."
+	for _, tc := range []struct{ method, name string }{
+		{"environmentSyncIn", "syncIn"}, {"environmentSyncOut", "syncOut"},
+	} {
+		cases := map[string]struct {
+			lease lease
+			want  string
+		}{
+			"no lease id":        {lease{Metadata: map[string]any{"remoteCwd": remote}}, "Daytona " + tc.name + " requires a provider lease ID."},
+			"empty lease id":     {lease{ProviderLeaseID: new(""), Metadata: map[string]any{"remoteCwd": remote}}, "Daytona " + tc.name + " requires a provider lease ID."},
+			"no remoteCwd":       {lease{ProviderLeaseID: l.ProviderLeaseID, Metadata: map[string]any{}}, noRemoteDir},
+			"blank remoteCwd":    {lease{ProviderLeaseID: l.ProviderLeaseID, Metadata: map[string]any{"remoteCwd": "  "}}, noRemoteDir},
+			"relative remoteCwd": {lease{ProviderLeaseID: l.ProviderLeaseID, Metadata: map[string]any{"remoteCwd": "work"}}, noRemoteDir},
+		}
+		for name, c := range cases {
+			e.srv.ResetRequests()
+			_, err := e.call(tc.method, with(e.base(nil), "lease", c.lease, "operations", []any{}))
+			require.Error(t, err, "%s %s", tc.method, name)
+			assert.Equal(t, c.want, err.Error(), "%s %s", tc.method, name)
+			assert.Zero(t, e.srv.CountRequests("", ""), "%s %s: no provider call", tc.method, name)
+		}
+	}
+}
+
+// TestSyncDeletedSandboxCodeIsSyncOutOnly: a sandbox deleted under the
+// lease is the stable daytona_sandbox_not_found for syncOut only; syncIn
+// passes the provider's not-found error through (retryable by the host).
+func TestSyncDeletedSandboxCodeIsSyncOutOnly(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	remote := l.Metadata["remoteCwd"].(string)
+	require.NoError(t, e.client.Sandboxes.DeleteAndWait(t.Context(), *l.ProviderLeaseID))
+	src := filepath.Join(t.TempDir(), "a")
+	require.NoError(t, os.WriteFile(src, []byte("a"), 0o600))
+	in := map[string]any{"operationId": "in", "files": []any{map[string]any{"sourcePath": src, "targetPath": remote + "/a", "kind": "file"}}}
+	_, err := e.call("environmentSyncIn", with(e.base(nil), "lease", l, "operations", []any{in}))
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, filesync.ErrSandboxNotFound)
+	assert.NotEqual(t, "daytona_sandbox_not_found", err.Error())
+	assert.ErrorIs(t, err, daytona.ErrNotFound)
+
+	out := map[string]any{"operationId": "out", "files": []any{map[string]any{"sourcePath": remote + "/a", "targetPath": src + ".out", "kind": "file"}}}
+	_, err = e.call("environmentSyncOut", with(e.base(nil), "lease", l, "operations", []any{out}))
+	require.ErrorIs(t, err, filesync.ErrSandboxNotFound)
+	assert.Equal(t, "daytona_sandbox_not_found", err.Error())
+}
+
+// TestPostUploadCommandsRunVerbatim: a post-upload command goes out as the
+// reference's SDK call sends it (one one-shot execute of the base64-decoded
+// command in a plain sh, cwd defaulting to the remote dir, timeoutMs in
+// whole seconds rounded up): no profile sourcing, no git environment, no
+// session. The command sees the cwd and none of the exec wrapper's vars.
+func TestPostUploadCommandsRunVerbatim(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	remote := l.Metadata["remoteCwd"].(string)
+	require.NoError(t, os.MkdirAll(filepath.Join(remote, "sub"), 0o755))
+	first := `pwd > where-1; env > env-1`
+	second := `pwd > where-2; exit 0`
+	op := map[string]any{"operationId": "o", "files": []any{}, "postUploadCommands": []any{
+		map[string]any{"command": first},
+		map[string]any{"command": second, "cwd": remote + "/sub", "timeoutMs": 2500},
+	}}
+	e.srv.ResetRequests()
+	before := len(e.srv.Dispatches())
+	_, err := e.call("environmentSyncIn", with(e.base(nil), "lease", l, "operations", []any{op}))
+	require.NoError(t, err)
+	sdk := func(cmd string) string {
+		return `sh -c "echo '` + base64.StdEncoding.EncodeToString([]byte(cmd)) + `' | base64 -d | sh"`
+	}
+	var sent []daytonatest.Dispatch
+	for _, dp := range e.srv.Dispatches()[before:] {
+		if strings.Contains(dp.Command, "base64 -d") {
+			sent = append(sent, dp)
+		}
+	}
+	require.Len(t, sent, 2)
+	assert.Equal(t, sdk(first), sent[0].Command)
+	assert.Equal(t, 20, sent[0].Timeout, "the config timeout when the command has none")
+	assert.Equal(t, sdk(second), sent[1].Command)
+	assert.Equal(t, 3, sent[1].Timeout, "timeoutMs rounded up to whole seconds")
+	for _, dp := range sent {
+		assert.Empty(t, dp.Session, "one-shot, not a session command")
+	}
+	assert.Zero(t, e.srv.CountRequests("POST", "/process/session/{sessionId}/exec"), "no session command")
+	where, err := os.ReadFile(filepath.Join(remote, "where-1"))
+	require.NoError(t, err)
+	assert.Equal(t, remote+"\n", string(where), "cwd defaults to the remote dir")
+	where, err = os.ReadFile(filepath.Join(remote, "sub", "where-2"))
+	require.NoError(t, err)
+	assert.Equal(t, remote+"/sub\n", string(where))
+	env, err := os.ReadFile(filepath.Join(remote, "env-1"))
+	require.NoError(t, err)
+	for _, v := range []string{"GIT_TERMINAL_PROMPT=", "GIT_ASKPASS=", "SSH_ASKPASS_REQUIRE=", "GCM_INTERACTIVE="} {
+		assert.NotContains(t, string(env), v, "no exec-wrapper git environment")
+	}
 }

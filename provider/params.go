@@ -22,14 +22,6 @@ func nulParam(field string) error {
 	return rpc.InvalidParams("invalid params: %s contains a NUL byte", field)
 }
 
-// shellOf is the lease's shell for host-built scripts (bash or sh).
-func shellOf(md map[string]any) string {
-	if s, _ := md["shellCommand"].(string); strings.TrimSpace(s) == "bash" {
-		return "bash"
-	}
-	return "sh"
-}
-
 // nullable is a result field that is null rather than "" when unknown.
 func nullable(s string) any {
 	if s == "" {
