@@ -393,3 +393,54 @@ func TestHostBatchIsAllOrNothing(t *testing.T) {
 		assert.Empty(t, hostScratchLeft(t, dir))
 	}
 }
+
+// TestLexicalConfinementBeforeAnySandboxCall: a sandbox path is refused on
+// the host, before any request, unless it is absolute, has no ".."
+// component at all (even one that stays inside the root once cleaned) and
+// is the root or lies under "<root>/": a sibling that merely shares the
+// root's name as a prefix ("<root>-evil") is outside. Each direction and a
+// post-upload cwd are checked; the sibling holds a real file, and no
+// post-upload command may run there.
+func TestLexicalConfinementBeforeAnySandboxCall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	evil := e.root + "-evil"
+	writeFile(t, filepath.Join(evil, "x"), "secret", 0o644)
+	writeFile(t, filepath.Join(e.root, "a.txt"), "a", 0o644)
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "f"), "f", 0o644)
+	const escapes = "Daytona sync %s path escapes the workspace remote dir"
+	const notConfined = "Daytona sync %s path is not a confined absolute path"
+	type tc struct {
+		op      Operation
+		inbound bool
+		msg     string
+	}
+	cases := map[string]tc{
+		"syncOut prefix sibling":         {Operation{ID: "o", Files: []Mapping{fileMapping(evil+"/x", filepath.Join(host, "out"))}}, false, fmt.Sprintf(escapes, "source")},
+		"syncOut prefix sibling dir":     {Operation{ID: "o", Files: []Mapping{dirMapping(evil, filepath.Join(host, "outdir"))}}, false, fmt.Sprintf(escapes, "source")},
+		"syncOut in-root dotdot":         {Operation{ID: "o", Files: []Mapping{fileMapping(e.root+"/sub/../a.txt", filepath.Join(host, "out"))}}, false, fmt.Sprintf(notConfined, "source")},
+		"syncOut trailing dotdot":        {Operation{ID: "o", Files: []Mapping{dirMapping(e.root+"/sub/..", filepath.Join(host, "outdir"))}}, false, fmt.Sprintf(notConfined, "source")},
+		"syncIn prefix sibling":          {Operation{ID: "o", Files: []Mapping{fileMapping(filepath.Join(host, "f"), evil+"/f")}}, true, fmt.Sprintf(escapes, "target")},
+		"syncIn in-root dotdot":          {Operation{ID: "o", Files: []Mapping{fileMapping(filepath.Join(host, "f"), e.root+"/sub/../f")}}, true, fmt.Sprintf(notConfined, "target")},
+		"post-upload cwd prefix sibling": {Operation{ID: "o", PostUploadCommands: []Command{{Command: "touch ran", Cwd: evil}}}, true, fmt.Sprintf(escapes, "command cwd")},
+		"post-upload cwd in-root dotdot": {Operation{ID: "o", PostUploadCommands: []Command{{Command: "touch ran", Cwd: e.root + "/sub/.."}}}, true, fmt.Sprintf(notConfined, "command cwd")},
+	}
+	for name, c := range cases {
+		e.srv.ResetRequests()
+		run := SyncOut
+		if c.inbound {
+			run = SyncIn
+		}
+		_, err := run(t.Context(), e.t, []Operation{c.op}, Options{})
+		var pe *PathError
+		require.ErrorAs(t, err, &pe, name)
+		assert.Equal(t, c.msg, pe.Msg, name)
+		assert.ErrorIs(t, err, ErrNotConfined, name)
+		assert.Zero(t, e.srv.CountRequests("", ""), "%s: refused before any sandbox call", name)
+	}
+	assert.NoFileExists(t, filepath.Join(evil, "ran"), "no post-upload command ran outside the root")
+	assert.NoFileExists(t, filepath.Join(evil, "f"), "nothing uploaded outside the root")
+	assert.NoFileExists(t, filepath.Join(host, "out"))
+	assert.NoDirExists(t, filepath.Join(host, "outdir"))
+}
