@@ -132,9 +132,14 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	// Large regular files travel as their own parts of the same upload, to
 	// scratch names, and are renamed into place after the extraction: the
 	// sandbox then writes their bytes once instead of twice.
-	direct, err := planDirect(tctx, m.SourcePath, m.Exclude, m.FollowSymlinks)
-	if err != nil {
-		return 0, 0, nil, fmt.Errorf("Daytona syncIn pack failed%s: %w", forPath(m.SourcePath), clipPaths(err))
+	// A read-only mapping keeps every file in the archive: the compare
+	// step below needs the whole tree in one place.
+	readOnly := m.Mode != nil && *m.Mode&0o222 == 0
+	direct := map[string]directFile{}
+	if !readOnly {
+		if direct, err = planDirect(tctx, m.SourcePath, m.Exclude, m.FollowSymlinks); err != nil {
+			return 0, 0, nil, fmt.Errorf("Daytona syncIn pack failed%s: %w", forPath(m.SourcePath), clipPaths(err))
+		}
 	}
 	names := make([]string, 0, len(direct))
 	for name := range direct {
@@ -191,7 +196,12 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	}
 	b := t.script(o)
 	fmt.Fprintf(b, "t=$(mkconf %s) || exit $?\n", shell.Quote(target))
-	fmt.Fprintf(b, "tar -xf %s --delay-directory-restore --no-same-owner -C \"$t\"; rc=$?\nrm -f -- %s\n[ \"$rc\" -eq 0 ] || exit 43\n", shell.Quote(scratch), shell.Quote(scratch))
+	if readOnly {
+		b.WriteString(skipIfIdentical(scratch))
+	} else {
+		b.WriteString("skip=0\n")
+	}
+	fmt.Fprintf(b, "rc=0\n[ \"$skip\" -eq 1 ] || tar -xf %s --delay-directory-restore --no-same-owner -C \"$t\" || rc=$?\nrm -f -- %s\n[ \"$rc\" -eq 0 ] || exit 43\n", shell.Quote(scratch), shell.Quote(scratch))
 	var directBytes int64
 	byMode := map[fs.FileMode][]string{}
 	for i, name := range names {
@@ -223,4 +233,26 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 		return 0, 0, nil, &SandboxCommandError{What: "Daytona syncIn extract command", Exit: r.exit, Detail: r.out}
 	}
 	return pk.files + int64(len(names)), cw.n + directBytes, nil, nil
+}
+
+// skipIfIdentical sets $skip to 1 when the archive at scratch would change
+// nothing under the target "$t". A mapping mode without write bits leaves
+// the target directory read-only, so a non-root sandbox user could not
+// extract into it again: an unchanged tree must be recognised and left
+// alone. The archive is extracted into a private temporary directory the
+// way the real extraction would (owner and umask of the sandbox user),
+// repacked from there, and compared with `tar -d` against the target; the
+// repack is what makes owners and modes comparable, since the uploaded
+// archive carries the host's. Top-level entries are listed one by one so
+// the target directory's own mode is not compared. Any failure of the
+// comparison means "extract", never an error of its own.
+func skipIfIdentical(scratch string) string {
+	return `skip=0
+if c=$(mktemp -d 2>/dev/null); then
+  if mkdir -- "$c/t" && tar -xf ` + shell.Quote(scratch) + ` --delay-directory-restore --no-same-owner -C "$c/t" >/dev/null 2>&1 &&
+    (cd "$c/t" && find . -mindepth 1 -maxdepth 1 -print0 >"$c/names" && tar -cf "$c/re.tar" --no-xattrs --null -T "$c/names") >/dev/null 2>&1 &&
+    tar -df "$c/re.tar" -C "$t" >/dev/null 2>&1; then skip=1; fi
+  chmod -R u+w -- "$c" 2>/dev/null; rm -rf -- "$c"
+fi
+`
 }

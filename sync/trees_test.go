@@ -346,3 +346,62 @@ func TestSparse2GiBFileRoundTrip(t *testing.T) {
 	assert.Equal(t, "tail", string(buf))
 	require.NoError(t, os.Remove(filepath.Join(e.root, "sparse.img")))
 }
+
+// TestSyncInReadOnlyDirectoryResyncs: a directory mapping whose mode has no
+// write bits (and a host tree with a read-only subdirectory and a file
+// large enough to travel outside the archive otherwise) syncs twice as a
+// non-root sandbox user: the second, unchanged sync recognises the target
+// as identical and leaves it alone instead of failing to write into it. A
+// changed tree is never skipped silently.
+func TestSyncInReadOnlyDirectoryResyncs(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("running as root: a read-only directory does not refuse root's writes, so this test cannot tell the compare-and-skip step from a plain extraction; run the sync tests as a non-root user to exercise it")
+	}
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	writeFile(t, filepath.Join(host, "a.txt"), "a", 0o644)
+	writeFile(t, filepath.Join(host, "sub", "g.txt"), "g", 0o644)
+	writeFile(t, filepath.Join(host, "big.bin"), strings.Repeat("b", directMinSize+1), 0o644)
+	require.NoError(t, os.Chmod(filepath.Join(host, "sub"), 0o555))
+	target := e.root + "/ro"
+	// Runs before the emulator and TempDir removals: make both trees
+	// removable again.
+	t.Cleanup(func() {
+		for _, dir := range []string{host, target} {
+			_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() {
+					_ = os.Chmod(p, 0o755)
+				}
+				return nil
+			})
+		}
+	})
+	m := Mapping{SourcePath: host, TargetPath: target, Kind: KindDirectory, Mode: new(uint32(0o555))}
+	for i := range 2 {
+		res, err := e.syncIn(t, Options{}, m)
+		require.NoError(t, err, "sync %d", i+1)
+		require.Len(t, res, 1)
+		assert.EqualValues(t, 3, res[0].FilesTransferred, "sync %d", i+1)
+		fi, err := os.Stat(target)
+		require.NoError(t, err)
+		assert.Equal(t, fs.FileMode(0o555), fi.Mode().Perm(), "sync %d", i+1)
+		assert.Equal(t, "g", readFile(t, filepath.Join(target, "sub", "g.txt")))
+		assert.Equal(t, directMinSize+1, len(readFile(t, filepath.Join(target, "big.bin"))))
+	}
+	e.noScratchLeft(t, host)
+
+	// A changed file is not "identical": the sync either writes it or
+	// fails loudly (the read-only target refuses the extraction).
+	writeFile(t, filepath.Join(host, "a.txt"), "changed", 0o644)
+	_, err := e.syncIn(t, Options{}, m)
+	if err == nil {
+		assert.Equal(t, "changed", readFile(t, filepath.Join(target, "a.txt")))
+	} else {
+		var se *SandboxCommandError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, 43, se.Exit)
+		assert.Equal(t, "a", readFile(t, filepath.Join(target, "a.txt")))
+	}
+	e.noScratchLeft(t, host)
+}
