@@ -238,3 +238,26 @@ func TestPostUploadCommandsRunVerbatim(t *testing.T) {
 		assert.NotContains(t, string(env), v, "no exec-wrapper git environment")
 	}
 }
+
+// TestManifestDeclaresConcurrentSyncOperations: every manifest profile
+// declares concurrentSyncOperations true (the host may run sync operations
+// of one lease in parallel), next to both native sync hooks, and the worker
+// registers both sync methods the capability needs.
+func TestManifestDeclaresConcurrentSyncOperations(t *testing.T) {
+	for _, p := range Profiles {
+		b, err := ManifestJSON(p)
+		require.NoError(t, err)
+		var m Manifest
+		require.NoError(t, json.Unmarshal(b, &m))
+		require.NotEmpty(t, m.EnvironmentDrivers, p)
+		caps, ok := m.EnvironmentDrivers[0]["sandboxCapabilities"].(map[string]any)
+		require.True(t, ok, "%s: sandboxCapabilities", p)
+		for _, c := range []string{"concurrentSyncOperations", "nativeSyncIn", "nativeSyncOut"} {
+			assert.Equal(t, true, caps[c], "%s: %s", p, c)
+		}
+	}
+	e := newTestEnv(t, nil)
+	for _, method := range []string{"environmentSyncIn", "environmentSyncOut"} {
+		assert.True(t, e.reg.Has(method), method)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
 func TestSyncInFileMappingsOneBatchModesAndCounts(t *testing.T) {
@@ -443,4 +444,59 @@ func TestLexicalConfinementBeforeAnySandboxCall(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(evil, "f"), "nothing uploaded outside the root")
 	assert.NoFileExists(t, filepath.Join(host, "out"))
 	assert.NoDirExists(t, filepath.Join(host, "outdir"))
+}
+
+// TestSyncOutGuardRefusesSymlinkSwappedInBeforeCopy (upstream title 173):
+// the snapshot guard re-checks that the resolved source is a regular file
+// and not a symlink right before the copy. A sandbox tool wrapper swaps the
+// source for a symlink to a file outside the root at the two moments a
+// race could: just after the source was canonicalised, and just before cp
+// runs. Both end in exit 44, nothing is downloaded, no target appears and
+// the outside file's bytes never reach the host.
+func TestSyncOutGuardRefusesSymlinkSwappedInBeforeCopy(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"realpath", "cp"} {
+		t.Run("swap in "+tool, func(t *testing.T) {
+			t.Parallel()
+			bin := t.TempDir()
+			for _, name := range []string{"sh", "bash", "realpath", "readlink", "dirname", "cp", "rm", "mkdir", "mv", "cat", "tar", "find", "ln"} {
+				p, err := lookPath(name)
+				require.NoError(t, err)
+				if name != tool {
+					require.NoError(t, os.Symlink(p, filepath.Join(bin, name)))
+				}
+			}
+			// The wrapper runs the real tool; for the source (and only
+			// for it) the swap happens after realpath resolved it or before
+			// cp copies it.
+			orig, err := lookPath(tool)
+			require.NoError(t, err)
+			e := newEnvWith(t, map[string]string{"PATH": bin})
+			src := e.root + "/a.txt"
+			outside := filepath.Join(e.info.Root, "outside.txt")
+			require.NoError(t, os.WriteFile(outside, []byte("outside secret"), 0o644))
+			swap := "rm -f -- " + shell.Quote(src) + " && ln -s " + shell.Quote(outside) + " " + shell.Quote(src)
+			wrapper := "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = " + shell.Quote(src) + " ] && hit=1; done\n"
+			if tool == "realpath" {
+				wrapper += shell.Quote(orig) + " \"$@\"; rc=$?\n[ -n \"${hit:-}\" ] && { " + swap + "; }\nexit $rc\n"
+			} else {
+				wrapper += "[ -n \"${hit:-}\" ] && { " + swap + "; }\nexec " + shell.Quote(orig) + " \"$@\"\n"
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(bin, tool), []byte(wrapper), 0o755))
+			writeFile(t, src, "inside", 0o644)
+			target := filepath.Join(t.TempDir(), "a.txt")
+			_, err = e.syncOut(t, Options{}, fileMapping(src, target))
+			var se *SandboxCommandError
+			require.ErrorAs(t, err, &se)
+			assert.Equal(t, 44, se.Exit)
+			assert.Contains(t, err.Error(), "Daytona outbound symlink-escape guard command failed (exit 44)")
+			assert.NotContains(t, err.Error(), "outside secret")
+			link, lerr := os.Readlink(src)
+			require.NoError(t, lerr, "the wrapper swapped the source")
+			assert.Equal(t, outside, link)
+			assert.Zero(t, e.srv.CountRequests("POST", "/files/bulk-download"), "nothing downloaded")
+			assert.NoFileExists(t, target)
+			assert.Empty(t, e.scratchLeft(t))
+		})
+	}
 }
