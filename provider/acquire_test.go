@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/stretchr/testify/require"
 )
@@ -42,16 +43,37 @@ func (e *testEnv) live() []daytonatest.SandboxInfo {
 	return out
 }
 
+// Title 24: allocated, then the reply is a 500. The worker looks the
+// sandbox up by its exact creation name, checks its labels, deletes exactly
+// that sandbox, and returns the create error itself, unchanged.
 func TestUncertainCreateIsFoundByNameAndDeleted(t *testing.T) {
 	e := newTestEnv(t, nil)
-	// Allocated, then the reply is a 500: the worker finds it by its exact
-	// name and labels, deletes it, and reports the original failure.
-	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Perform: true, Status: 500, Times: 1})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Perform: true, Status: 500, Times: 1,
+		Body: `{"statusCode":500,"message":"create exploded"}`})
 	err := e.acquireErr(nil)
 	var ce *cleanup.Error
 	require.False(t, errors.As(err, &ce), "cleanup was confirmed: plain error, got %v", err)
+	var resp *daytona.ErrorResponse
+	require.ErrorAs(t, err, &resp, "the create error itself")
+	require.Equal(t, "POST", resp.Method)
+	require.Equal(t, 500, resp.StatusCode)
+	require.Equal(t, "create exploded", resp.Message)
 	require.Empty(t, e.live(), "no sandbox leaked")
-	require.Equal(t, 1, e.srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"), "deleted once, by id")
+
+	var lookups, deletes []daytonatest.Request
+	for _, r := range e.srv.Requests() {
+		if r.Route == rSandbox && r.Method == "GET" {
+			lookups = append(lookups, r)
+		} else if r.Route == rSandbox && r.Method == "DELETE" {
+			deletes = append(deletes, r)
+		}
+	}
+	require.NotEmpty(t, lookups)
+	require.Regexp(t, `^/sandbox/paperclip-create-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, lookups[0].Path,
+		"looked up by the exact creation name")
+	require.NotEmpty(t, lookups[0].Sandbox)
+	require.Len(t, deletes, 1, "deleted once")
+	require.Equal(t, lookups[0].Sandbox, deletes[0].Sandbox, "the exact sandbox the name resolved to")
 }
 
 func TestCreateRejectedOutrightNeedsNoCleanup(t *testing.T) {
@@ -198,10 +220,31 @@ func TestRetriedCreationOperationNeverMakesASecondSandbox(t *testing.T) {
 	require.ErrorContains(t, e.acquireErr(nil, "creationOperationId", "NOT-A-UUID"), "creationOperationId")
 }
 
+// Title 32: two attempts of the same run, both creates in flight at once,
+// carry distinct creation names and distinct attempt labels, each name
+// derived from its own attempt.
 func TestConcurrentAttemptsUseDistinctIdentities(t *testing.T) {
 	e := newTestEnv(t, nil)
-	a, b := e.acquire(nil), e.acquire(nil)
-	require.NotEqual(t, a.Metadata["sandboxName"], b.Metadata["sandboxName"])
+	gate := make(chan struct{})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Gate: gate, Times: 2})
+	p := with(e.base(nil), "runId", "run-1", "agentId", "agent-1", "executionWorkspaceId", "ws-1", "adapterType", "claude_local")
+	first, second := e.async("environmentAcquireLease", p), e.async("environmentAcquireLease", p)
+	e.awaitRequests("POST", rCreate, 2) // both attempts are creating
+	close(gate)
+	var names, attempts []string
+	for _, ch := range []<-chan result{first, second} {
+		r := wait(t, ch)
+		require.NoError(t, r.err)
+		l := decode[lease](t, r.raw)
+		info, ok := e.srv.Sandbox(*l.ProviderLeaseID)
+		require.True(t, ok)
+		attempt := info.Labels[cleanup.LabelCreateAttempt]
+		require.Equal(t, cleanup.CreationName(attempt), info.Name, "the name is the attempt's")
+		require.Equal(t, "run-1", info.Labels[cleanup.LabelRunID])
+		names, attempts = append(names, info.Name), append(attempts, attempt)
+	}
+	require.NotEqual(t, names[0], names[1])
+	require.NotEqual(t, attempts[0], attempts[1])
 }
 
 func TestResourcesAndSnapshotRules(t *testing.T) {

@@ -332,6 +332,35 @@ func TestFailedWorkDoesNotAdvanceFreshness(t *testing.T) {
 	require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "the failure did not count as proof of life")
 }
 
+// Titles 149 and 150: an execute that fails, or that times out, before
+// any success does not count as proof of life: 7.5 minutes after the last
+// success the next call refreshes the handle.
+func TestFailedOrTimedOutExecuteDoesNotAdvanceFreshness(t *testing.T) {
+	for name, run := range map[string]func(e *testEnv, l lease){
+		"failed": func(e *testEnv, l lease) {
+			e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/process/session/{sessionId}/exec", Status: 500, Times: 1})
+			_, err := e.execute(l, "true", nil)
+			require.Error(t, err)
+		},
+		"timed out": func(e *testEnv, l lease) {
+			r, err := e.execute(l, "sleep", []string{"30"}, "timeoutMs", 300)
+			require.NoError(t, err)
+			require.True(t, r.TimedOut)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, clock, l := clocked(t, nil) // auto-stop 15 min: threshold 7.5 min
+			clock.Advance(7 * time.Minute)
+			run(e, l)
+			require.Zero(t, e.srv.CountRequests("GET", rSandbox), "the execute itself was inside the window")
+			clock.Advance(30 * time.Second) // 7.5 min since the last success
+			_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+			require.NoError(t, err)
+			require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "the execute did not count as proof of life")
+		})
+	}
+}
+
 func TestCachedResumeReverifiesTheSentinelAndEvictsOnMismatch(t *testing.T) {
 	e := newTestEnv(t, map[string]any{"reuseLease": true})
 	l := e.acquire(nil)
