@@ -328,3 +328,25 @@ func TestInvalidTTLMinutesIsRejectedBeforeCreation(t *testing.T) {
 	require.ErrorContains(t, e.acquireErr(nil), "ttlMinutes")
 	require.Zero(t, e.srv.CountRequests("POST", "/sandbox"))
 }
+
+// Title 12: a slow create (15 s of a 20 s budget) and a slow setup (2 s)
+// still finish inside the one budget. The setup is bounded by what is left
+// of the budget, not by a fresh timeout, and the finished acquire leaves
+// nothing behind: no deletion, no uncertain cleanup, a working lease.
+func TestSlowCreateAndSetupFinishInsideTheBudget(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, map[string]any{"timeoutMs": 20000})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Delay: 15 * time.Second, Times: 1})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rExecute, Delay: 2 * time.Second, Times: 1})
+	l := e.acquire(nil)
+	setups := e.srv.Dispatches()
+	require.Len(t, setups, 1)
+	require.Positive(t, setups[0].Timeout)
+	require.LessOrEqual(t, setups[0].Timeout, 5, "the setup gets what is left of the budget (at most 5 of 20 s)")
+	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+	require.Zero(t, e.d.idle.report().UncertainCleanups)
+	require.Equal(t, "started", e.state(*l.ProviderLeaseID))
+	r, err := e.execute(l, "true", nil)
+	require.NoError(t, err)
+	require.Zero(t, *r.ExitCode, "the lease works")
+}
