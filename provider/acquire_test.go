@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -76,12 +77,36 @@ func TestUncertainCreateIsFoundByNameAndDeleted(t *testing.T) {
 	require.Equal(t, lookups[0].Sandbox, deletes[0].Sandbox, "the exact sandbox the name resolved to")
 }
 
+// A 4xx answer to create (but 408 and 409) is Daytona refusing the request
+// before allocating anything: the worker returns Daytona's error as it is,
+// with no name lookup, no deletion, no envelope and no uncertain cleanup
+// (a deliberate deviation from the reference, see README.md). A 408 is
+// uncertain and goes through the name-and-label cleanup.
 func TestCreateRejectedOutrightNeedsNoCleanup(t *testing.T) {
-	e := newTestEnv(t, nil)
-	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Status: 400, Body: `{"statusCode":400,"message":"bad image"}`, Times: 1})
-	err := e.acquireErr(nil)
-	require.ErrorContains(t, err, "bad image")
-	require.Zero(t, e.srv.CountRequests("GET", "/sandbox/{sandboxIdOrName}"))
+	for _, status := range []int{400, 401, 403, 404, 422} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			e := newTestEnv(t, nil)
+			e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Status: status, Times: 1,
+				Body: fmt.Sprintf(`{"statusCode":%d,"message":"bad image"}`, status)})
+			err := e.acquireErr(nil)
+			var resp *daytona.ErrorResponse
+			require.ErrorAs(t, err, &resp)
+			require.Equal(t, status, resp.StatusCode)
+			require.Equal(t, "bad image", resp.Message, "Daytona's own message reaches the operator")
+			var ce *cleanup.Error
+			require.False(t, errors.As(err, &ce), "no envelope for an allocation that never happened")
+			require.Zero(t, e.srv.CountRequests("GET", rSandbox), "no cleanup lookup")
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+			require.Equal(t, IdleReport{SleepAllowed: true}, e.d.idle.report(), "nothing uncertain keeps the worker awake")
+		})
+	}
+	t.Run("408 is uncertain", func(t *testing.T) {
+		e := newTestEnv(t, nil)
+		e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Status: 408, Times: 1})
+		envelopeOf(t, e.acquireErr(nil)) // never observed: absence proves nothing
+		require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "looked up by name")
+		require.Equal(t, 1, e.d.idle.report().UncertainCleanups)
+	})
 }
 
 func TestUncertainCreateNotVisibleIsReportedNotGuessed(t *testing.T) {
