@@ -110,8 +110,8 @@ func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, e
 		return rpc.Lease{}, a.timeoutFailure(setupErr)
 	}
 	// Inline cleanup inside the same budget; an unconfirmed deletion hands
-	// the allocation to the host.
-	a.setPhase("cleanup")
+	// the allocation to the host. The phase stays the one that failed: the
+	// diagnostic names only acquisition phases, never cleanup.
 	if derr := cleanup.DeleteAndWait(ctx, c.client.Sandboxes, sb.ID); derr != nil {
 		if ctx.Err() != nil {
 			return rpc.Lease{}, a.timeoutFailure(errors.Join(setupErr, derr))

@@ -3,12 +3,14 @@ package provider
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/stretchr/testify/require"
 )
@@ -42,24 +44,69 @@ func (e *testEnv) live() []daytonatest.SandboxInfo {
 	return out
 }
 
+// Title 24: allocated, then the reply is a 500. The worker looks the
+// sandbox up by its exact creation name, checks its labels, deletes exactly
+// that sandbox, and returns the create error itself, unchanged.
 func TestUncertainCreateIsFoundByNameAndDeleted(t *testing.T) {
 	e := newTestEnv(t, nil)
-	// Allocated, then the reply is a 500: the worker finds it by its exact
-	// name and labels, deletes it, and reports the original failure.
-	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Perform: true, Status: 500, Times: 1})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Perform: true, Status: 500, Times: 1,
+		Body: `{"statusCode":500,"message":"create exploded"}`})
 	err := e.acquireErr(nil)
 	var ce *cleanup.Error
 	require.False(t, errors.As(err, &ce), "cleanup was confirmed: plain error, got %v", err)
+	var resp *daytona.ErrorResponse
+	require.ErrorAs(t, err, &resp, "the create error itself")
+	require.Equal(t, "POST", resp.Method)
+	require.Equal(t, 500, resp.StatusCode)
+	require.Equal(t, "create exploded", resp.Message)
 	require.Empty(t, e.live(), "no sandbox leaked")
-	require.Equal(t, 1, e.srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"), "deleted once, by id")
+
+	var lookups, deletes []daytonatest.Request
+	for _, r := range e.srv.Requests() {
+		if r.Route == rSandbox && r.Method == "GET" {
+			lookups = append(lookups, r)
+		} else if r.Route == rSandbox && r.Method == "DELETE" {
+			deletes = append(deletes, r)
+		}
+	}
+	require.NotEmpty(t, lookups)
+	require.Regexp(t, `^/sandbox/paperclip-create-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`, lookups[0].Path,
+		"looked up by the exact creation name")
+	require.NotEmpty(t, lookups[0].Sandbox)
+	require.Len(t, deletes, 1, "deleted once")
+	require.Equal(t, lookups[0].Sandbox, deletes[0].Sandbox, "the exact sandbox the name resolved to")
 }
 
+// A 4xx answer to create (but 408 and 409) is Daytona refusing the request
+// before allocating anything: the worker returns Daytona's error as it is,
+// with no name lookup, no deletion, no envelope and no uncertain cleanup
+// (a deliberate deviation from the reference, see README.md). A 408 is
+// uncertain and goes through the name-and-label cleanup.
 func TestCreateRejectedOutrightNeedsNoCleanup(t *testing.T) {
-	e := newTestEnv(t, nil)
-	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Status: 400, Body: `{"statusCode":400,"message":"bad image"}`, Times: 1})
-	err := e.acquireErr(nil)
-	require.ErrorContains(t, err, "bad image")
-	require.Zero(t, e.srv.CountRequests("GET", "/sandbox/{sandboxIdOrName}"))
+	for _, status := range []int{400, 401, 403, 404, 422} {
+		t.Run(fmt.Sprint(status), func(t *testing.T) {
+			e := newTestEnv(t, nil)
+			e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Status: status, Times: 1,
+				Body: fmt.Sprintf(`{"statusCode":%d,"message":"bad image"}`, status)})
+			err := e.acquireErr(nil)
+			var resp *daytona.ErrorResponse
+			require.ErrorAs(t, err, &resp)
+			require.Equal(t, status, resp.StatusCode)
+			require.Equal(t, "bad image", resp.Message, "Daytona's own message reaches the operator")
+			var ce *cleanup.Error
+			require.False(t, errors.As(err, &ce), "no envelope for an allocation that never happened")
+			require.Zero(t, e.srv.CountRequests("GET", rSandbox), "no cleanup lookup")
+			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+			require.Equal(t, IdleReport{SleepAllowed: true}, e.d.idle.report(), "nothing uncertain keeps the worker awake")
+		})
+	}
+	t.Run("408 is uncertain", func(t *testing.T) {
+		e := newTestEnv(t, nil)
+		e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Status: 408, Times: 1})
+		envelopeOf(t, e.acquireErr(nil)) // never observed: absence proves nothing
+		require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "looked up by name")
+		require.Equal(t, 1, e.d.idle.report().UncertainCleanups)
+	})
 }
 
 func TestUncertainCreateNotVisibleIsReportedNotGuessed(t *testing.T) {
@@ -198,10 +245,31 @@ func TestRetriedCreationOperationNeverMakesASecondSandbox(t *testing.T) {
 	require.ErrorContains(t, e.acquireErr(nil, "creationOperationId", "NOT-A-UUID"), "creationOperationId")
 }
 
+// Title 32: two attempts of the same run, both creates in flight at once,
+// carry distinct creation names and distinct attempt labels, each name
+// derived from its own attempt.
 func TestConcurrentAttemptsUseDistinctIdentities(t *testing.T) {
 	e := newTestEnv(t, nil)
-	a, b := e.acquire(nil), e.acquire(nil)
-	require.NotEqual(t, a.Metadata["sandboxName"], b.Metadata["sandboxName"])
+	gate := make(chan struct{})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Gate: gate, Times: 2})
+	p := with(e.base(nil), "runId", "run-1", "agentId", "agent-1", "executionWorkspaceId", "ws-1", "adapterType", "claude_local")
+	first, second := e.async("environmentAcquireLease", p), e.async("environmentAcquireLease", p)
+	e.awaitRequests("POST", rCreate, 2) // both attempts are creating
+	close(gate)
+	var names, attempts []string
+	for _, ch := range []<-chan result{first, second} {
+		r := wait(t, ch)
+		require.NoError(t, r.err)
+		l := decode[lease](t, r.raw)
+		info, ok := e.srv.Sandbox(*l.ProviderLeaseID)
+		require.True(t, ok)
+		attempt := info.Labels[cleanup.LabelCreateAttempt]
+		require.Equal(t, cleanup.CreationName(attempt), info.Name, "the name is the attempt's")
+		require.Equal(t, "run-1", info.Labels[cleanup.LabelRunID])
+		names, attempts = append(names, info.Name), append(attempts, attempt)
+	}
+	require.NotEqual(t, names[0], names[1])
+	require.NotEqual(t, attempts[0], attempts[1])
 }
 
 func TestResourcesAndSnapshotRules(t *testing.T) {
@@ -284,4 +352,26 @@ func TestInvalidTTLMinutesIsRejectedBeforeCreation(t *testing.T) {
 	e := newTestEnv(t, map[string]any{"ttlMinutes": 1.5})
 	require.ErrorContains(t, e.acquireErr(nil), "ttlMinutes")
 	require.Zero(t, e.srv.CountRequests("POST", "/sandbox"))
+}
+
+// Title 12: a slow create (15 s of a 20 s budget) and a slow setup (2 s)
+// still finish inside the one budget. The setup is bounded by what is left
+// of the budget, not by a fresh timeout, and the finished acquire leaves
+// nothing behind: no deletion, no uncertain cleanup, a working lease.
+func TestSlowCreateAndSetupFinishInsideTheBudget(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, map[string]any{"timeoutMs": 20000})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Delay: 15 * time.Second, Times: 1})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rExecute, Delay: 2 * time.Second, Times: 1})
+	l := e.acquire(nil)
+	setups := e.srv.Dispatches()
+	require.Len(t, setups, 1)
+	require.Positive(t, setups[0].Timeout)
+	require.LessOrEqual(t, setups[0].Timeout, 5, "the setup gets what is left of the budget (at most 5 of 20 s)")
+	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
+	require.Zero(t, e.d.idle.report().UncertainCleanups)
+	require.Equal(t, "started", e.state(*l.ProviderLeaseID))
+	r, err := e.execute(l, "true", nil)
+	require.NoError(t, err)
+	require.Zero(t, *r.ExitCode, "the lease works")
 }

@@ -2,7 +2,12 @@ package provider
 
 import (
 	"errors"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
@@ -174,6 +179,33 @@ func TestFailedCreateHungLookupOrDeleteIsBounded(t *testing.T) {
 	}
 }
 
+// Title 30: the lookup of a failed create's leftover has a 10 s bound of
+// its own, well inside the acquire budget. When it hangs, the acquire ends
+// after that bound, not before, with the creation-cleanup error naming the
+// sandbox, the create error first and the lookup's liveness timeout second.
+func TestFailedCreateLookupHasATenSecondBound(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, nil)
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Perform: true, Status: 500, Times: 1,
+		Body: `{"statusCode":500,"message":"create exploded"}`})
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Hang: true, Times: 1})
+	start := time.Now()
+	err := e.acquireErr(nil) // the call's own deadline (60 s) is far away
+	elapsed := time.Since(start)
+	ce := envelopeOf(t, err)
+	require.Equal(t, "Daytona sandbox creation failed; cleanup could not be confirmed for "+ce.Envelope.ProviderLeaseID, ce.Message)
+	require.Nil(t, ce.Diagnostic, "not a spent budget")
+	require.Len(t, ce.Causes, 2)
+	var create *daytona.ErrorResponse
+	require.ErrorAs(t, ce.Causes[0], &create)
+	require.Equal(t, "create exploded", create.Message)
+	require.EqualError(t, ce.Causes[1],
+		`Daytona sandbox liveness call "sandbox.failedCreateLookup" did not respond within 10000 ms; the sandbox connection is unresponsive.`)
+	require.GreaterOrEqual(t, elapsed, 10*time.Second, "the bound is not shorter than 10 s")
+	require.Len(t, e.live(), 1, "nothing deleted without a lookup")
+	resolveEnvelope(t, e, ce)
+}
+
 func TestFailedCreateRetryStaysUnresolvedWhileNotVisible(t *testing.T) {
 	e := newTestEnv(t, nil)
 	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Status: 503, Times: 1})
@@ -215,6 +247,53 @@ func TestShellFallsBackToSh(t *testing.T) {
 	require.Equal(t, "missing", res)
 	_, res = verifySentinel("paperclip-setup\tbash\nnot json\n", "t")
 	require.Equal(t, "mismatch", res)
+}
+
+// Title 55: an image without bash. The setup and resume scripts run under
+// a POSIX sh (dash or busybox) with a PATH that holds no bash: they still
+// create the workspace, write and read back the sentinel, and report sh.
+func TestSetupScriptsRunWithoutBash(t *testing.T) {
+	posix := ""
+	for _, name := range []string{"dash", "busybox"} {
+		if p, err := osexec.LookPath(name); err == nil {
+			posix = p
+			break
+		}
+	}
+	if posix == "" {
+		t.Skip("needs dash or busybox: a POSIX sh that is not bash")
+	}
+	bin := t.TempDir()
+	for _, tool := range []string{"mkdir", "chmod", "mv", "rm", "cat"} {
+		p, err := osexec.LookPath(tool)
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, tool)))
+	}
+	run := func(script string) string {
+		args := []string{"-c", script}
+		if strings.HasSuffix(posix, "busybox") {
+			args = append([]string{"sh"}, args...)
+		}
+		cmd := osexec.Command(posix, args...)
+		cmd.Dir = t.TempDir()
+		cmd.Env = []string{"PATH=" + bin, "HOME=" + cmd.Dir}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+		return string(out)
+	}
+	require.Empty(t, run(`command -v bash || true`), "no bash on PATH")
+
+	ws, err := parseSetup(run(setupScript([]byte(`{"token":"t"}`))))
+	require.NoError(t, err)
+	require.Equal(t, "sh", ws.shell)
+	st, err := os.Stat(ws.remoteCwd)
+	require.NoError(t, err)
+	require.True(t, st.IsDir())
+	require.Equal(t, os.FileMode(0o755), st.Mode().Perm())
+
+	sh, res := verifySentinel(run(resumeScript(filepath.Join(ws.remoteCwd, sentinelRelPath))), "t")
+	require.Equal(t, "sh", sh)
+	require.Equal(t, "matched", res)
 }
 
 func TestFencedFailedCreateRetryIsNotIdleEvidence(t *testing.T) {

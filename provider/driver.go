@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,11 +160,27 @@ func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	done := sync.OnceFunc(func() { t.idle.add(&t.idle.requests, -1) })
 	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
 		// A WebSocket upgrade: the body is the connection, keep it writable.
+		if isTerminal(r) {
+			// A connected terminal is an open terminal, not a request,
+			// until the connection closes.
+			done()
+			t.idle.add(&t.idle.terminals, 1)
+			done = sync.OnceFunc(func() { t.idle.add(&t.idle.terminals, -1) })
+		}
 		resp.Body = countedConn{rwc, done}
 	} else {
 		resp.Body = countedBody{resp.Body, done}
 	}
 	return resp, nil
+}
+
+// isTerminal reports a request connecting to a sandbox pseudo-terminal
+// (the toolbox's /process/pty/{sessionId}/connect, under whatever proxy
+// prefix the sandbox's toolbox URL has).
+func isTerminal(r *http.Request) bool {
+	p := r.URL.Path
+	i := strings.LastIndex(p, "/process/pty/")
+	return i >= 0 && strings.HasSuffix(p, "/connect") && strings.Count(p[i+len("/process/pty/"):], "/") == 1
 }
 
 type countedBody struct {

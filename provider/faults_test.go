@@ -283,6 +283,36 @@ func runFaultCase(t *testing.T, step faultStep, kind string, exp outcome) {
 
 // resolveEnvelope proves an envelope is actionable: the host's destroy with
 // the journaled record removes exactly that allocation.
+// Title 15: setup fails, its inline deletion hangs, and the budget runs
+// out. The deletion was issued exactly once; the envelope carries the
+// observed sandbox, and the diagnostic names an acquisition phase (the
+// host's schema has no cleanup phase) inside the budget.
+func TestHungInlineDeletionKeepsTheFailedSetupsOwnership(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.srv.Inject(daytonatest.Fault{Route: rExecute, Status: 500, Times: 1}) // the setup fails
+	hang := e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Hang: true, Times: 1})
+	ce := envelopeOf(t, e.acquireExpiringWhen(func() bool { return hang.Hits() > 0 }))
+	require.Equal(t, "Daytona lease acquisition timed out; allocation cleanup is pending", ce.Message)
+	live := e.live()
+	require.Len(t, live, 1, "the hung deletion did not happen")
+	require.Equal(t, live[0].ID, ce.Envelope.ObservedProviderLeaseID)
+	require.Equal(t, 1, e.srv.CountRequests("DELETE", rSandbox), "deletion issued once, never retried after the budget")
+
+	require.NotNil(t, ce.Diagnostic)
+	require.Contains(t, []string{"create", "workspace", "shell", "expiry", "sentinel"}, ce.Diagnostic.Phase)
+	require.Equal(t, "workspace", ce.Diagnostic.Phase, "the phase that failed")
+	require.EqualValues(t, 20000, ce.Diagnostic.BudgetMs)
+	require.GreaterOrEqual(t, ce.Diagnostic.ElapsedMs, int64(0))
+	var wire struct {
+		Diagnostic struct {
+			Phase string `json:"phase"`
+		} `json:"acquisitionDiagnostic"`
+	}
+	require.NoError(t, json.Unmarshal(mustJSON(t, ce.RPCData()), &wire))
+	require.Equal(t, "workspace", wire.Diagnostic.Phase, "on the wire too")
+	resolveEnvelope(t, e, ce)
+}
+
 func resolveEnvelope(t *testing.T, e *testEnv, ce *cleanup.Error) {
 	t.Helper()
 	e.srv.ClearFaults()

@@ -16,7 +16,11 @@ import (
 )
 
 func (d *Driver) syncIn(ctx context.Context, p rpc.SyncParams) (rpc.SyncResult, error) {
-	return d.syncOp(ctx, p, syncDirection{name: "syncIn", run: filesync.SyncIn})
+	res, err := d.syncOp(ctx, p, syncDirection{name: "syncIn", run: filesync.SyncIn})
+	if err == nil {
+		d.recordWritable(p)
+	}
+	return res, err
 }
 
 func (d *Driver) syncOut(ctx context.Context, p rpc.SyncParams) (rpc.SyncResult, error) {

@@ -2,9 +2,12 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -448,4 +451,80 @@ func TestResumeExpiresWhenTheStartRunsIntoALostContainer(t *testing.T) {
 	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
 	require.Zero(t, e.srv.CountRequests("POST", rRecover))
 	require.Equal(t, "error", e.state(id), "left for the host's destroy")
+}
+
+// Title 52: an ephemeral run-bound workspace is verified before export
+// recovery. Every run gets its own token; the sandbox's sentinel decides
+// matched, mismatch or missing, and a foreign run, a foreign allocation or
+// a legacy lease without proof is refused before any provider call. No
+// resume creates a folder, uploads, stops or deletes anything.
+func TestEphemeralRunBoundWorkspaceIsVerifiedBeforeExportRecovery(t *testing.T) {
+	e := newTestEnv(t, nil)
+	token := func(l lease) string { return l.Metadata["workspaceSentinel"].(map[string]any)["token"].(string) }
+	first, second := e.acquire(nil, "runId", "run-1"), e.acquire(nil, "runId", "run-2")
+	require.NotEmpty(t, token(first))
+	require.NotEqual(t, token(first), token(second), "a distinct token per run")
+
+	clone := func(md map[string]any) map[string]any {
+		var out map[string]any
+		require.NoError(t, json.Unmarshal(mustJSON(t, md), &out))
+		return out
+	}
+	for _, tc := range []struct {
+		name     string
+		prepare  func(l lease) map[string]any // returns the resume's lease metadata
+		result   string
+		resumed  bool
+		noRemote bool // refused before any provider call
+	}{
+		{name: "matched", prepare: func(l lease) map[string]any { return l.Metadata }, result: "matched", resumed: true},
+		{name: "mismatch", result: "mismatch", prepare: func(l lease) map[string]any {
+			p := l.Metadata["workspaceSentinel"].(map[string]any)["path"].(string)
+			require.NoError(t, os.WriteFile(p, []byte(`{"token":"`+token(second)+`"}`), 0o644))
+			return l.Metadata
+		}},
+		{name: "missing", result: "missing", prepare: func(l lease) map[string]any {
+			require.NoError(t, os.Remove(l.Metadata["workspaceSentinel"].(map[string]any)["path"].(string)))
+			return l.Metadata
+		}},
+		{name: "foreign_run", result: "mismatch", noRemote: true, prepare: func(l lease) map[string]any {
+			md := clone(l.Metadata)
+			md["nativeWorkspaceExportResume"] = map[string]any{"runId": "run-2"}
+			return md
+		}},
+		{name: "foreign_allocation", result: "mismatch", noRemote: true, prepare: func(l lease) map[string]any {
+			md := clone(l.Metadata)
+			md["workspaceSentinel"].(map[string]any)["providerLeaseId"] = *second.ProviderLeaseID
+			return md
+		}},
+		{name: "legacy", result: "mismatch", noRemote: true, prepare: func(l lease) map[string]any {
+			md := clone(l.Metadata)
+			delete(md, "workspaceSentinel")
+			return md
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := e.acquire(nil, "runId", "run-1")
+			md := tc.prepare(l)
+			e.srv.ResetRequests()
+			raw, err := e.call("environmentResumeLease", with(e.base(nil), "providerLeaseId", *l.ProviderLeaseID, "leaseMetadata", md))
+			require.NoError(t, err)
+			r := decode[lease](t, raw)
+			require.Equal(t, tc.result, r.Metadata["workspaceSentinel"].(map[string]any)["result"])
+			if tc.resumed {
+				require.Equal(t, l.ProviderLeaseID, r.ProviderLeaseID)
+			} else {
+				require.Nil(t, r.ProviderLeaseID)
+				require.Equal(t, true, r.Metadata["expired"])
+			}
+			if tc.noRemote {
+				require.Empty(t, e.srv.Requests(), "refused before any provider call")
+			}
+			for _, req := range e.srv.Requests() {
+				require.False(t, req.Method == "DELETE" || req.Route == rStop || strings.HasPrefix(req.Route, "/files/"),
+					"resume never creates, uploads, stops or deletes: %s %s", req.Method, req.Route)
+			}
+			require.Equal(t, "started", e.state(*l.ProviderLeaseID), "never stopped or deleted")
+		})
+	}
 }

@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"sync"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/internal/jsvalue"
+	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
 // scopeKey identifies one lease of one account: stableStringify of driver
@@ -48,6 +50,11 @@ type scopeState struct {
 	generation uint64
 	changed    chan struct{} // closed and replaced on every change
 	closedAt   time.Time     // when admission closed (tombstone age)
+	// writable is the advisory writable-dir store: the sandbox directories
+	// a syncIn declared read-write. Nothing in the worker's command path
+	// reads it (a sandbox user's permissions decide what a command may
+	// write); it lives and is pruned with the scope.
+	writable map[string]bool
 }
 
 // scopes holds the admission state, teardown gates and activity gates of
@@ -179,6 +186,47 @@ func (s *scopes) settling(k scopeKey) bool {
 	defer s.mu.Unlock()
 	st := s.state(k)
 	return st.admission == admissionClosed && st.activities > 0
+}
+
+// maxWritableDirs bounds one scope's advisory writable-dir store.
+const maxWritableDirs = 1024
+
+// recordWritable adds the directories of a syncIn's read-write mappings to
+// the scope's advisory writable-dir store: a mapping's writablePath when it
+// names one (a staging tarball's real destination, not the staging
+// directory), else the directory holding its target. Read-only mappings and
+// mappings without an access mode add nothing.
+func (s *scopes) recordWritable(k scopeKey, ops []rpc.SyncOperation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state(k)
+	for _, op := range ops {
+		for _, f := range op.Files {
+			if f.Access == nil || *f.Access != "rw" {
+				continue
+			}
+			dir := path.Dir(f.TargetPath)
+			if f.WritablePath != nil && *f.WritablePath != "" {
+				dir = *f.WritablePath
+			}
+			if st.writable == nil {
+				st.writable = make(map[string]bool)
+			}
+			if len(st.writable) < maxWritableDirs {
+				st.writable[dir] = true
+			}
+		}
+	}
+}
+
+// recordWritable records a successful syncIn's read-write mappings in its
+// lease's advisory writable-dir store.
+func (d *Driver) recordWritable(p rpc.SyncParams) {
+	c, err := d.resolveAccount(p.Config) // parsed once already: cannot fail now
+	if err != nil {
+		return
+	}
+	d.scopes.recordWritable(c.scope(p.EnvironmentBase, deref(p.Lease.ProviderLeaseID)), p.Operations)
 }
 
 // generation returns the scope's activity generation and active count.
@@ -375,21 +423,35 @@ func (i *idle) release(k scopeKey) {
 	i.mu.Unlock()
 }
 
-// releaseSandbox clears allocation evidence of every scope naming this
-// sandbox id under this account: a confirmed destruction proves the sandbox
-// gone for all of them (ids are unique within an account).
-func (i *idle) releaseSandbox(leaseID, fingerprint string) {
+// releaseOrphaned clears the allocation evidence a destroy naming no
+// environment (the host's cleanup sweep after the environment was deleted)
+// proved stale: the scopes of the same driver, company, sandbox id and
+// account, whatever environment they named. Another company's or another
+// account's evidence is never touched: a stop or delete vouches only for
+// its own tenant.
+func (i *idle) releaseOrphaned(sweep scopeKey) {
+	var want scopeFields
+	if json.Unmarshal([]byte(sweep), &want) != nil || want.EnvironmentID != "" {
+		return
+	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	for k := range i.allocations {
-		var f struct {
-			ProviderLeaseID string `json:"providerLeaseId"`
-			Account         string `json:"account"`
-		}
-		if json.Unmarshal([]byte(k), &f) == nil && f.ProviderLeaseID == leaseID && f.Account == fingerprint {
+		var f scopeFields
+		if json.Unmarshal([]byte(k), &f) == nil && f.DriverKey == want.DriverKey && f.CompanyID == want.CompanyID &&
+			f.ProviderLeaseID == want.ProviderLeaseID && f.Account == want.Account {
 			delete(i.allocations, k)
 		}
 	}
+}
+
+// scopeFields are the parts of a scopeKey.
+type scopeFields struct {
+	DriverKey       string `json:"driverKey"`
+	CompanyID       string `json:"companyId"`
+	EnvironmentID   string `json:"environmentId"`
+	ProviderLeaseID string `json:"providerLeaseId"`
+	Account         string `json:"account"`
 }
 
 func (i *idle) setUncertain(name string, uncertain bool) {

@@ -3,7 +3,10 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -329,6 +332,35 @@ func TestFailedWorkDoesNotAdvanceFreshness(t *testing.T) {
 	require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "the failure did not count as proof of life")
 }
 
+// Titles 149 and 150: an execute that fails, or that times out, before
+// any success does not count as proof of life: 7.5 minutes after the last
+// success the next call refreshes the handle.
+func TestFailedOrTimedOutExecuteDoesNotAdvanceFreshness(t *testing.T) {
+	for name, run := range map[string]func(e *testEnv, l lease){
+		"failed": func(e *testEnv, l lease) {
+			e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/process/session/{sessionId}/exec", Status: 500, Times: 1})
+			_, err := e.execute(l, "true", nil)
+			require.Error(t, err)
+		},
+		"timed out": func(e *testEnv, l lease) {
+			r, err := e.execute(l, "sleep", []string{"30"}, "timeoutMs", 300)
+			require.NoError(t, err)
+			require.True(t, r.TimedOut)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e, clock, l := clocked(t, nil) // auto-stop 15 min: threshold 7.5 min
+			clock.Advance(7 * time.Minute)
+			run(e, l)
+			require.Zero(t, e.srv.CountRequests("GET", rSandbox), "the execute itself was inside the window")
+			clock.Advance(30 * time.Second) // 7.5 min since the last success
+			_, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
+			require.NoError(t, err)
+			require.Equal(t, 1, e.srv.CountRequests("GET", rSandbox), "the execute did not count as proof of life")
+		})
+	}
+}
+
 func TestCachedResumeReverifiesTheSentinelAndEvictsOnMismatch(t *testing.T) {
 	e := newTestEnv(t, map[string]any{"reuseLease": true})
 	l := e.acquire(nil)
@@ -421,19 +453,39 @@ func TestAWaiterIsNotFailedByThePopulatingCallersCancellation(t *testing.T) {
 	require.Equal(t, 2, e.srv.CountRequests("GET", rSandbox))
 }
 
-func TestDestroyFromASweepClearsTheAcquireEvidence(t *testing.T) {
+// A confirmed destroy clears allocation evidence of its own company,
+// environment and account only. A sweep after the environment was deleted
+// (environmentId "") clears its company's evidence of that sandbox, whatever
+// environment named it, so the acquire's evidence does not keep the worker
+// awake forever; never another company's or another account's.
+func TestDestroyClearsEvidenceOnlyForItsOwnCompanyAndEnvironment(t *testing.T) {
 	e := newTestEnv(t, nil)
 	l := e.acquire(nil)
 	other := e.acquire(nil)
-	require.Equal(t, 2, e.d.idle.report().Allocations)
+	id := *l.ProviderLeaseID
+	c, err := e.d.resolveAccount(mustJSON(t, e.cfg))
+	require.NoError(t, err)
+	otherEnv := makeScopeKey(DriverKey, "company-1", "env-2", id, c.fingerprint)
+	otherCompany := makeScopeKey(DriverKey, "company-2", "env-1", id, c.fingerprint)
+	otherAccount := makeScopeKey(DriverKey, "company-1", "env-1", id, "another-account")
+	for _, k := range []scopeKey{otherEnv, otherCompany, otherAccount} {
+		e.d.idle.allocate(k)
+	}
+	require.Equal(t, 5, e.d.idle.report().Allocations)
+
+	_, err = e.call("environmentDestroyLease", e.leaseParams(l, nil))
+	require.NoError(t, err)
+	require.Equal(t, 4, e.d.idle.report().Allocations, "only env-1's evidence of company-1 is cleared")
+
 	p := e.leaseParams(l, nil)
-	p["environmentId"] = "" // the environment was deleted
-	_, err := e.call("environmentDestroyLease", p)
+	p["environmentId"] = "" // the environment was deleted: the host's sweep
+	_, err = e.call("environmentDestroyLease", p)
 	require.NoError(t, err)
-	require.Equal(t, 1, e.d.idle.report().Allocations, "only the destroyed sandbox's evidence is cleared")
-	_, err = e.call("environmentDestroyLease", e.leaseParams(other, nil))
-	require.NoError(t, err)
-	require.True(t, e.d.idle.report().SleepAllowed)
+	e.d.idle.mu.Lock()
+	left := slices.Collect(maps.Keys(e.d.idle.allocations))
+	e.d.idle.mu.Unlock()
+	require.ElementsMatch(t, []scopeKey{e.scopeOf(*other.ProviderLeaseID), otherCompany, otherAccount}, left,
+		"the sweep clears company-1's evidence under any environment, and nothing else")
 }
 
 func TestScopeTableStaysBounded(t *testing.T) {
@@ -456,4 +508,57 @@ func TestScopeTableStaysBounded(t *testing.T) {
 	err := s.withActivity(t.Context(), "closed", "lease-x", false, func(context.Context) error { return nil })
 	var inactive *LeaseInactiveError
 	require.ErrorAs(t, err, &inactive)
+}
+
+// writableDirs reads a scope's advisory writable-dir store.
+func writableDirs(d *Driver, k scopeKey) []string {
+	d.scopes.mu.Lock()
+	defer d.scopes.mu.Unlock()
+	return slices.Sorted(maps.Keys(d.scopes.state(k).writable))
+}
+
+// Titles 157-159: a successful syncIn records the writablePath of a
+// read-write staging-tarball mapping (not the staging directory), the
+// parent of a read-write mapping's target otherwise, and nothing for
+// read-only or access-less mappings. Another lease's store stays empty.
+func TestSyncInRecordsTheAdvisoryWritableDirs(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l, other := e.acquire(nil), e.acquire(nil)
+	remote := l.Metadata["remoteCwd"].(string)
+	src := filepath.Join(t.TempDir(), "f")
+	require.NoError(t, os.WriteFile(src, []byte("x"), 0o600))
+	file := func(target string, kv ...any) map[string]any {
+		return with(map[string]any{"sourcePath": src, "targetPath": target, "kind": "file"}, kv...)
+	}
+	op := map[string]any{"operationId": "in", "files": []any{
+		file(remote+"/.staging/ws.tar", "access", "rw", "writablePath", remote+"/ws"),
+		file(remote+"/cache/blob", "access", "rw"),
+		file(remote+"/ro/blob", "access", "ro"),
+		file(remote + "/plain/blob"),
+	}}
+	_, err := e.call("environmentSyncIn", with(e.base(nil), "lease", l, "operations", []any{op}))
+	require.NoError(t, err)
+	require.Equal(t, []string{remote + "/cache", remote + "/ws"}, writableDirs(e.d, e.scopeOf(*l.ProviderLeaseID)))
+	require.Empty(t, writableDirs(e.d, e.scopeOf(*other.ProviderLeaseID)))
+}
+
+// Open terminals are idle evidence while they are connected, through the
+// driver's own transport, and only then.
+func TestHealthCountsOpenTerminals(t *testing.T) {
+	e, _, id := leased(t, nil)
+	c, err := e.d.resolveAccount(mustJSON(t, e.cfg))
+	require.NoError(t, err)
+	sb, _, err := c.client.Sandboxes.Get(t.Context(), id)
+	require.NoError(t, err)
+	ref := sb.Ref()
+	sid, _, err := c.client.PTY.Create(t.Context(), ref, &daytona.PTYCreateRequest{ID: "evidence", LazyStart: true})
+	require.NoError(t, err)
+	conn, err := c.client.PTY.Connect(t.Context(), ref, sid)
+	require.NoError(t, err)
+	r := e.d.idle.report()
+	require.Equal(t, 1, r.OpenTerminals)
+	require.Zero(t, r.ProviderRequests, "a connected terminal is counted once, as a terminal")
+	require.False(t, r.SleepAllowed)
+	require.NoError(t, conn.Close())
+	require.Zero(t, e.d.idle.report().OpenTerminals)
 }

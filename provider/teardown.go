@@ -93,11 +93,10 @@ func (t *teardown) confirmed(destroyed bool) {
 	if gen, active := t.d.scopes.generation(t.k); gen == t.gen && active == 0 {
 		t.d.idle.release(t.k)
 		if destroyed {
-			// Gone from this account whatever company or environment the
-			// call named: a sweep after the environment was deleted
-			// destroys with environmentId "", and must not leave the
-			// acquire's allocation evidence behind.
-			t.d.idle.releaseSandbox(t.id, t.c.fingerprint)
+			// Only this company's evidence: a sweep after the environment
+			// was deleted destroys with environmentId "", and must not
+			// leave the acquire's allocation evidence behind.
+			t.d.idle.releaseOrphaned(t.k)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -80,25 +81,49 @@ func TestCreationTTLMinutes(t *testing.T) {
 }
 
 // Parsing and helpers are pure: concurrent use is race-free.
+// TestConcurrentUse: the config functions share no mutable state. Eight
+// goroutines get exactly the answers one goroutine gets, and the parsed
+// Config they all read is left as it was.
 func TestConcurrentUse(t *testing.T) {
 	raw := json.RawMessage(`{"apiKey":"k","image":"i","cpu":2,"warmRunnerIdleTimeoutMs":900000,"reuseLease":true}`)
 	c := mustParse(t, string(raw))
-	done := make(chan struct{})
+	type answers struct {
+		problems    []string
+		fingerprint string
+		printed     string
+		autoStop    int64
+		normalized  Normalized
+		err         error
+	}
+	compute := func() answers {
+		n, err := ValidateAndNormalize(raw, nil)
+		return answers{Validate(raw, withEnvKey), AccountFingerprint(c.APIKey(), c.APIURL),
+			fmt.Sprint(c, Normalize(c)), EffectiveAutoStopMinutes(c, true, 0), n, err}
+	}
+	want := compute()
+	require.NoError(t, want.err)
+	require.Empty(t, want.problems)
+	require.EqualValues(t, 20, want.autoStop, "the warm floor: 15 min of idle window + 5")
+	before := fmt.Sprintf("%#v", c)
+
+	got := make(chan answers, 8*50)
+	var wg sync.WaitGroup
 	for range 8 {
-		go func() {
-			defer func() { done <- struct{}{} }()
+		wg.Go(func() {
 			for range 50 {
-				_ = Validate(raw, withEnvKey)
-				_ = AccountFingerprint(c.APIKey(), c.APIURL)
-				_ = fmt.Sprint(c, Normalize(c))
-				_ = EffectiveAutoStopMinutes(c, true, 0)
-				_, _ = ValidateAndNormalize(raw, nil)
+				got <- compute()
 			}
-		}()
+		})
 	}
-	for range 8 {
-		<-done
+	wg.Wait()
+	close(got)
+	n := 0
+	for a := range got {
+		n++
+		require.Equal(t, want, a)
 	}
+	require.Equal(t, 8*50, n)
+	require.Equal(t, before, fmt.Sprintf("%#v", c), "nothing wrote to the shared Config")
 }
 
 func TestAccountFingerprint(t *testing.T) {
