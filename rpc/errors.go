@@ -17,6 +17,9 @@ const (
 	CodeMethodNotFound int64 = -32601
 	CodeInvalidParams  int64 = -32602
 	CodeWorkerError    int64 = -32002
+	// CodeMethodNotImplemented answers a hook the SDK knows that this
+	// plugin does not implement (see notFound).
+	CodeMethodNotImplemented int64 = -32004
 )
 
 // Error is a JSON-RPC error object. Handlers return it (or wrap it with %w) to
