@@ -73,6 +73,39 @@ func TestErrorWireShape(t *testing.T) {
 	require.Equal(t, "pending", e.Error())
 }
 
+func TestErrorDataLeavesOnlyWhatTheHostAccepts(t *testing.T) {
+	// RPCData is where every envelope leaves the worker: a diagnostic the
+	// host would reject is left out so the envelope still gets journaled; an
+	// envelope it would reject sends no data.
+	data := func(e *Error) map[string]any {
+		b, err := json.Marshal(e.RPCData())
+		require.NoError(t, err)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m))
+		return m
+	}
+	for _, phase := range []string{"create", "workspace", "shell", "expiry", "sentinel"} {
+		m := data(&Error{Envelope: envelope("a1"), Diagnostic: &Diagnostic{Phase: phase, ElapsedMs: 0, BudgetMs: 1}})
+		require.Equal(t, phase, m["acquisitionDiagnostic"].(map[string]any)["phase"])
+	}
+	for name, d := range map[string]Diagnostic{
+		"cleanup phase":    {Phase: "cleanup", ElapsedMs: 5, BudgetMs: 10},
+		"empty phase":      {ElapsedMs: 5, BudgetMs: 10},
+		"negative elapsed": {Phase: "shell", ElapsedMs: -1, BudgetMs: 10},
+		"elapsed > week":   {Phase: "shell", ElapsedMs: 604800001, BudgetMs: 10},
+		"zero budget":      {Phase: "shell", ElapsedMs: 5},
+		"budget > day":     {Phase: "shell", ElapsedMs: 5, BudgetMs: 86400001},
+	} {
+		m := data(&Error{Envelope: envelope("a1"), Diagnostic: &d})
+		require.NotContains(t, m, "acquisitionDiagnostic", name)
+		require.Equal(t, Schema, m["schema"], name)
+		require.NotNil(t, m["cleanup"], name)
+	}
+	bad := envelope("a1")
+	bad.CompanyID = "a/b"
+	require.Nil(t, (&Error{Envelope: bad, Diagnostic: &Diagnostic{Phase: "shell", BudgetMs: 1}}).RPCData())
+}
+
 // create starts a sandbox under the envelope's name and labels.
 func create(t *testing.T, env *testenv.Env, e Envelope) *daytona.Sandbox {
 	return env.StartSandbox(t, &daytona.CreateSandboxRequest{Name: e.ProviderLeaseID, Labels: e.Labels}).Sandbox

@@ -93,11 +93,36 @@ func ParseEnvelope(v any) (Envelope, error) {
 	return e, nil
 }
 
-// Diagnostic is the optional acquisitionDiagnostic (docs/behavior.md#envelope).
+// Diagnostic is the optional acquisitionDiagnostic (docs/behavior.md#envelope):
+// where a fresh acquisition was when its budget ran out.
 type Diagnostic struct {
 	Phase     string `json:"phase"` // create|workspace|shell|expiry|sentinel
 	ElapsedMs int64  `json:"elapsedMs"`
 	BudgetMs  int64  `json:"budgetMs"`
+}
+
+// The host's bounds of a diagnostic: elapsed at most a week, a budget of one
+// millisecond to one day.
+const (
+	maxDiagnosticElapsedMs = 7 * 24 * 60 * 60 * 1000
+	maxDiagnosticBudgetMs  = 24 * 60 * 60 * 1000
+)
+
+// Validate applies the host's rules: a phase of the acquisition (inline
+// cleanup is not one) and both durations inside their bounds.
+func (d Diagnostic) Validate() error {
+	switch d.Phase {
+	case "create", "workspace", "shell", "expiry", "sentinel":
+	default:
+		return fmt.Errorf("cleanup envelope: acquisitionDiagnostic.phase %q is not an acquisition phase", clamp.Echo(d.Phase))
+	}
+	if d.ElapsedMs < 0 || d.ElapsedMs > maxDiagnosticElapsedMs {
+		return fmt.Errorf("cleanup envelope: acquisitionDiagnostic.elapsedMs %d is out of range", d.ElapsedMs)
+	}
+	if d.BudgetMs < 1 || d.BudgetMs > maxDiagnosticBudgetMs {
+		return fmt.Errorf("cleanup envelope: acquisitionDiagnostic.budgetMs %d is out of range", d.BudgetMs)
+	}
+	return nil
 }
 
 // Error is PluginEnvironmentCreationCleanupError: cleanup of an allocation is
@@ -117,10 +142,18 @@ func (e *Error) Unwrap() []error { return e.Causes }
 // RPCCode is the JSON-RPC code the worker answers with.
 func (e *Error) RPCCode() int64 { return -32002 }
 
-// RPCData is the error.data the host validates and journals.
+// RPCData is the error.data the host validates and journals, and the one
+// place every envelope is checked on its way out: a host that validates
+// the record drops all of it when any part is invalid, and with it the
+// allocation. So an invalid diagnostic (optional, for operators only) is
+// left out and the envelope still goes; an invalid envelope, which no host
+// could journal, sends no data at all.
 func (e *Error) RPCData() any {
+	if e.Envelope.Validate() != nil {
+		return nil
+	}
 	data := map[string]any{"schema": Schema, "cleanup": e.Envelope}
-	if e.Diagnostic != nil {
+	if e.Diagnostic != nil && e.Diagnostic.Validate() == nil {
 		data["acquisitionDiagnostic"] = e.Diagnostic
 	}
 	return data

@@ -19,12 +19,16 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// Acquisition phases, in order (docs/behavior.md#acquire). Workspace, shell
-// and sentinel run as one toolbox command here; its phase is "workspace".
+// Acquisition phases, in order (docs/behavior.md#acquire): the only values
+// the host accepts as acquisitionDiagnostic.phase. Inline cleanup is not a
+// phase of its own: a budget spent while cleaning up reports the phase whose
+// failure started the cleanup.
 const (
 	phaseCreate    = "create"
 	phaseWorkspace = "workspace"
+	phaseShell     = "shell"
 	phaseExpiry    = "expiry"
+	phaseSentinel  = "sentinel"
 )
 
 var uuidPattern = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
@@ -39,6 +43,7 @@ type acquisition struct {
 	budget   time.Duration
 	mu       sync.Mutex
 	phase    string
+	cleaning bool // inline cleanup of a failed setup is under way
 	envelope cleanup.Envelope
 }
 
@@ -52,10 +57,13 @@ func (a *acquisition) setPhase(p string) {
 // host journals the allocation; never a late admission.
 func (a *acquisition) timeoutFailure(cause error) error {
 	a.mu.Lock()
-	phase := a.phase
+	phase, during := a.phase, a.phase
+	if a.cleaning {
+		during = "cleanup" // the log says what ran; the diagnostic keeps a host phase
+	}
 	a.mu.Unlock()
 	elapsed := a.d.now().Sub(a.start)
-	timeout := fmt.Errorf("Daytona lease acquisition exceeded %d ms during %s", a.budget.Milliseconds(), phase)
+	timeout := fmt.Errorf("Daytona lease acquisition exceeded %d ms during %s", a.budget.Milliseconds(), during)
 	a.d.idle.setUncertain(a.envelope.ProviderLeaseID, true)
 	return &cleanup.Error{
 		Message:    "Daytona lease acquisition timed out; allocation cleanup is pending",
@@ -110,8 +118,10 @@ func (d *Driver) acquire(ctx context.Context, p rpc.AcquireParams) (rpc.Lease, e
 		return rpc.Lease{}, a.timeoutFailure(setupErr)
 	}
 	// Inline cleanup inside the same budget; an unconfirmed deletion hands
-	// the allocation to the host. The phase stays the one that failed: the
-	// diagnostic names only acquisition phases, never cleanup.
+	// the allocation to the host.
+	a.mu.Lock()
+	a.cleaning = true
+	a.mu.Unlock()
 	if derr := cleanup.DeleteAndWait(ctx, c.client.Sandboxes, sb.ID); derr != nil {
 		if ctx.Err() != nil {
 			return rpc.Lease{}, a.timeoutFailure(errors.Join(setupErr, derr))
@@ -288,18 +298,24 @@ func (a *acquisition) setup(ctx context.Context, sb *daytona.Sandbox) (rpc.Lease
 		runID: p.RunID, sandboxID: sb.ID, reuse: c.cfg.ReuseLease, cfg: c.cfg,
 	}
 	token := sentinelToken(in)
-	var file []byte
-	if token != "" {
-		file = sentinelFile(in, token, a.d.now().UTC().Format(time.RFC3339Nano))
-	}
 	a.setPhase(phaseWorkspace)
-	out, err := runScript(ctx, c, sb, setupScript(file), remainingSeconds(ctx))
+	out, err := runScript(ctx, c, sb, workspaceScript, remainingSeconds(ctx))
 	if err != nil {
 		return rpc.Lease{}, err
 	}
 	ws, err := parseSetup(out)
 	if err != nil {
 		return rpc.Lease{}, err
+	}
+	if ctx.Err() != nil {
+		return rpc.Lease{}, ctx.Err()
+	}
+	a.setPhase(phaseShell)
+	// Any failure of the detection means sh, as in the reference; a spent
+	// budget is caught by the check below.
+	out, err = runScript(ctx, c, sb, shellScript, remainingSeconds(ctx))
+	if ws.shell = "sh"; err == nil {
+		ws.shell = parseShell(out)
 	}
 	if ctx.Err() != nil {
 		return rpc.Lease{}, ctx.Err()
@@ -311,6 +327,16 @@ func (a *acquisition) setup(ctx context.Context, sb *daytona.Sandbox) (rpc.Lease
 	}
 	if ctx.Err() != nil {
 		return rpc.Lease{}, ctx.Err()
+	}
+	a.setPhase(phaseSentinel)
+	if token != "" {
+		file := sentinelFile(in, token, a.d.now().UTC().Format(time.RFC3339Nano))
+		if _, err := runScript(ctx, c, sb, sentinelScript(path.Join(ws.remoteCwd, sentinelRelPath), file), remainingSeconds(ctx)); err != nil {
+			return rpc.Lease{}, err
+		}
+		if ctx.Err() != nil {
+			return rpc.Lease{}, ctx.Err()
+		}
 	}
 	sentinel := map[string]any{"path": path.Join(ws.remoteCwd, sentinelRelPath), "token": nil, "result": "skipped"}
 	if token != "" {

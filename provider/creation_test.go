@@ -283,15 +283,20 @@ func TestSetupScriptsRunWithoutBash(t *testing.T) {
 	}
 	require.Empty(t, run(`command -v bash || true`), "no bash on PATH")
 
-	ws, err := parseSetup(run(setupScript([]byte(`{"token":"t"}`))))
+	ws, err := parseSetup(run(workspaceScript))
 	require.NoError(t, err)
-	require.Equal(t, "sh", ws.shell)
 	st, err := os.Stat(ws.remoteCwd)
 	require.NoError(t, err)
 	require.True(t, st.IsDir())
 	require.Equal(t, os.FileMode(0o755), st.Mode().Perm())
+	require.Equal(t, "sh", parseShell(run(shellScript)))
+	probe, err := parseSetup(run(probeScript))
+	require.NoError(t, err)
+	require.Equal(t, "sh", probe.shell)
 
-	sh, res := verifySentinel(run(resumeScript(filepath.Join(ws.remoteCwd, sentinelRelPath))), "t")
+	sentinel := filepath.Join(ws.remoteCwd, sentinelRelPath)
+	run(sentinelScript(sentinel, []byte(`{"token":"t"}`)))
+	sh, res := verifySentinel(run(resumeScript(sentinel)), "t")
 	require.Equal(t, "sh", sh)
 	require.Equal(t, "matched", res)
 }

@@ -45,8 +45,9 @@ var _ commandRunner = (*cmdexec.Runner)(nil)
 func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteResult, error) {
 	leaseID := deref(p.Lease.ProviderLeaseID)
 	if leaseID == "" {
-		// The reference answers a result, not an error.
-		return rpc.ExecuteResult{ExitCode: new(1), Stderr: "Daytona execute requires a sandbox lease id.\n"}, nil
+		// A result, not an error, with the reference's exact text (no
+		// trailing newline): hosts and operators match it.
+		return rpc.ExecuteResult{ExitCode: new(1), Stderr: "No provider lease ID available for execution."}, nil
 	}
 	cwd := deref(p.Cwd)
 	cwdField := "cwd"

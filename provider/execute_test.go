@@ -52,8 +52,11 @@ func TestExecuteThroughTheLease(t *testing.T) {
 	_, err = e.execute(l, "true", nil, "env", map[string]string{"BAD KEY": "x"})
 	require.ErrorIs(t, err, rpc.ErrInvalidParams)
 
-	_, err = e.call("environmentExecute", with(e.base(nil), "lease", map[string]any{"providerLeaseId": nil}, "command", "true"))
-	require.NoError(t, err, "a missing lease id is an exit-1 result, as in the reference")
+	for _, id := range []any{nil, ""} {
+		raw, err := e.call("environmentExecute", with(e.base(nil), "lease", map[string]any{"providerLeaseId": id}, "command", "true"))
+		require.NoError(t, err, "a missing lease id is an exit-1 result, as in the reference")
+		require.JSONEq(t, `{"exitCode":1,"signal":null,"timedOut":false,"stdout":"","stderr":"No provider lease ID available for execution."}`, string(raw))
+	}
 }
 
 // TestExecuteStreamsLiveOutputBeforeTheResult serves the driver over pipes so

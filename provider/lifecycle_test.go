@@ -41,10 +41,11 @@ func TestReusableLifecycleRoundTrips(t *testing.T) {
 	e.srv.ResetRequests()
 	l := e.acquire(nil)
 	id := *l.ProviderLeaseID
-	// create + one toolbox command: the reference needs six round trips.
+	// create + one toolbox command per reported phase (workspace, shell,
+	// sentinel): the reference needs six round trips.
 	require.Equal(t, 1, e.srv.CountRequests("POST", "/sandbox"))
-	require.Equal(t, 1, e.srv.CountRequests("POST", "/process/execute"))
-	require.Len(t, e.srv.Requests(), 2, "acquire round trips: %v", e.srv.Requests())
+	require.Equal(t, 3, e.srv.CountRequests("POST", "/process/execute"))
+	require.Len(t, e.srv.Requests(), 4, "acquire round trips: %v", e.srv.Requests())
 
 	md := l.Metadata
 	require.Equal(t, "daytona", md["provider"])

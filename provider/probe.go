@@ -62,7 +62,7 @@ func (d *Driver) probe(ctx context.Context, p rpc.EnvironmentBase) (rpc.ProbeRes
 			d.idle.release(c.scope(p, sb.ID))
 		}
 	}()
-	out, err := runScript(ctx, c, sb, setupScript(nil), remainingSeconds(ctx))
+	out, err := runScript(ctx, c, sb, probeScript, remainingSeconds(ctx))
 	if err != nil {
 		return probeFailure(c.cfg, err), nil
 	}

@@ -25,39 +25,63 @@ const (
 	setupMarker      = "paperclip-setup"
 )
 
-// setupScript prepares a fresh sandbox in one toolbox round trip, where the
-// reference makes four or five (work dir, home dir, create folder, shell
-// detection, sentinel folder and upload): it resolves the root the way
-// /work-dir does (the toolbox runs commands in its work dir), falls back to
-// $HOME and then /home/daytona, creates <root>/paperclip-workspace (755),
-// detects bash, optionally writes the sentinel file atomically, and prints
-// one marker line with the workspace and the shell.
-func setupScript(sentinel []byte) string {
-	var b strings.Builder
-	b.WriteString(`root=$(pwd 2>/dev/null)
+// The setup steps of a fresh acquisition run as separate toolbox commands,
+// in the order the acquisition reports its phases (workspace, shell, then
+// after the expiry the sentinel): a budget that runs out must name the step
+// it ran out in, and a step merged into another could not be told apart. The
+// probe reports no phase and runs the first two as one command.
+
+// makeWorkspace resolves the root the way /work-dir does (the toolbox runs
+// commands in its work dir), falls back to $HOME and then /home/daytona, and
+// creates <root>/paperclip-workspace (755) as $ws.
+const makeWorkspace = `root=$(pwd 2>/dev/null)
 if [ -z "$root" ] || [ "$root" = / ]; then root=${HOME:-}; fi
 if [ -z "$root" ] || [ "$root" = / ]; then root=` + fallbackRoot + `; fi
 ws="$root/` + workspaceDirName + `"
 mkdir -p "$ws" && chmod 755 "$ws" || { echo "cannot create $ws" >&2; exit 41; }
-if command -v bash >/dev/null 2>&1; then sh=bash; else sh=sh; fi
-`)
-	if sentinel != nil {
-		dir := path.Dir(sentinelRelPath)
-		b.WriteString(`mkdir -p "$ws/` + dir + `" && chmod 755 "$ws/` + dir + `" || exit 42
-f="$ws/` + sentinelRelPath + `"
-printf '%s\n' ` + shell.Quote(string(sentinel)) + ` > "$f.tmp.$$" && mv -f "$f.tmp.$$" "$f" || { rm -f "$f.tmp.$$"; exit 43; }
-`)
+`
+
+// printSetup is the marker line parseSetup reads: the workspace and, when
+// detected, the shell.
+const printSetup = `printf '` + setupMarker + `\t%s\t%s\n' "$ws" "${sh:-}"
+`
+
+// workspaceScript is the workspace step; probeScript adds shell detection.
+const (
+	workspaceScript = makeWorkspace + printSetup
+	probeScript     = makeWorkspace + detectShell + printSetup
+)
+
+// detectShell sets $sh to bash when bash exists, else sh.
+const detectShell = `if command -v bash >/dev/null 2>&1; then sh=bash; else sh=sh; fi
+`
+
+// shellScript is the shell detection step on its own.
+const shellScript = detectShell + `printf '%s\n' "$sh"
+`
+
+// parseShell reads shellScript's output: bash only when it said so.
+func parseShell(out string) string {
+	if strings.TrimSpace(out) == "bash" {
+		return "bash"
 	}
-	b.WriteString(`printf '` + setupMarker + `\t%s\t%s\n' "$ws" "$sh"
-`)
-	return b.String()
+	return "sh"
+}
+
+// sentinelScript writes the sentinel file atomically (temporary file, then
+// rename) after creating its folder (755).
+func sentinelScript(file string, content []byte) string {
+	dir := shell.Quote(path.Dir(file))
+	return `mkdir -p ` + dir + ` && chmod 755 ` + dir + ` || exit 42
+f=` + shell.Quote(file) + `
+printf '%s\n' ` + shell.Quote(string(content)) + ` > "$f.tmp.$$" && mv -f "$f.tmp.$$" "$f" || { rm -f "$f.tmp.$$"; exit 43; }
+`
 }
 
 // resumeScript verifies the sentinel and detects the shell in one round
 // trip, without creating anything (resume never creates the workspace).
 func resumeScript(sentinelPath string) string {
-	return `if command -v bash >/dev/null 2>&1; then sh=bash; else sh=sh; fi
-printf '` + setupMarker + `\t%s\n' "$sh"
+	return detectShell + `printf '` + setupMarker + `\t%s\n' "$sh"
 cat -- ` + shell.Quote(sentinelPath) + ` 2>/dev/null || printf '\n` + setupMarker + `-missing\n'
 `
 }

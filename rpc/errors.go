@@ -1,7 +1,6 @@
 package rpc
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,6 +17,9 @@ const (
 	CodeMethodNotFound int64 = -32601
 	CodeInvalidParams  int64 = -32602
 	CodeWorkerError    int64 = -32002
+	// CodeMethodNotImplemented answers a hook the SDK knows that this
+	// plugin does not implement (see notFound).
+	CodeMethodNotImplemented int64 = -32004
 )
 
 // Error is a JSON-RPC error object. Handlers return it (or wrap it with %w) to
@@ -101,10 +103,11 @@ func wireError(err error) *wireErr {
 	// Each value a message quotes is capped where it is quoted; this is
 	// the backstop for any path that forgot, so hostile input can never
 	// turn into a multi-megabyte error on the wire or in the host's logs.
+	// Otherwise the message leaves exactly as the handler made it: the host
+	// and operators match the provider's own texts (the acquisition and
+	// liveness timeouts name their budget and call), so nothing is
+	// prefixed, even to an error that wraps a deadline.
 	out.Message = clamp.Truncate(out.Message, MaxErrorMessage)
-	if errors.Is(err, context.DeadlineExceeded) && out.Code == CodeWorkerError {
-		out.Message = "operation timed out: " + out.Message
-	}
 	if data != nil {
 		if b, merr := json.Marshal(data); merr == nil {
 			out.Data = b

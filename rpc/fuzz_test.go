@@ -5,8 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 var fuzzSeeds = []string{
@@ -63,12 +69,53 @@ func FuzzDispatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		reg, release := testRegistry()
 		close(release)
-		var out bytes.Buffer // written only under the stream's write lock
-		if err := Serve(context.Background(), bytes.NewReader(data), &out, Options{Registry: reg, MaxFrame: 4096}); err != nil {
-			t.Fatal(err)
+		out, err := serveBounded(bytes.NewReader(data), reg, fuzzServeBound)
+		if err != nil {
+			t.Fatalf("input %q: %v", data, err)
 		}
-		checkFrames(t, out.Bytes())
+		checkFrames(t, out)
 	})
+}
+
+// fuzzServeBound is how long one fuzz input may take. Serve returns within
+// its shutdown grace (300 ms) of EOF, so an input still being served after
+// this long hangs it: the fuzz case then fails with its input instead of
+// stalling the fuzzer with no report.
+const fuzzServeBound = 10 * time.Second
+
+// serveBounded serves in and returns what Serve wrote, or an error when
+// Serve has not returned within bound (its goroutine is then left behind).
+func serveBounded(in io.Reader, reg *Registry, bound time.Duration) ([]byte, error) {
+	var out bytes.Buffer // written only by Serve; read only after it returned
+	done := make(chan error, 1)
+	go func() { done <- Serve(context.Background(), in, &out, Options{Registry: reg, MaxFrame: 4096}) }()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return out.Bytes(), err
+	case <-timer.C:
+		return nil, fmt.Errorf("Serve did not return within %v", bound)
+	}
+}
+
+// TestFuzzDispatchFailsInsteadOfHanging: an input that never lets Serve
+// return (here: stdin that never ends) is reported as an error after the
+// bound, which FuzzDispatch turns into a failed case.
+func TestFuzzDispatchFailsInsteadOfHanging(t *testing.T) {
+	reg, release := testRegistry()
+	close(release)
+	r, w := io.Pipe()
+	defer w.Close() // lets the abandoned Serve end
+	_, err := serveBounded(r, reg, 50*time.Millisecond)
+	require.ErrorContains(t, err, "Serve did not return within 50ms")
+	// A finished input is served and returned (a fresh registry: Serve adds
+	// its built-in methods to the one it is given).
+	reg, release = testRegistry()
+	close(release)
+	out, err := serveBounded(strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"echo","params":[1]}`+"\n"), reg, fuzzServeBound)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"jsonrpc":"2.0","id":1,"result":[1]}`, strings.TrimSpace(string(out)))
 }
 
 func checkFrames(t *testing.T, out []byte) {

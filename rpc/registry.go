@@ -69,6 +69,35 @@ func (r *Registry) Methods() []string {
 	return out
 }
 
+// sdkHooks are the environment-driver methods the Paperclip SDK dispatches
+// to an optional plugin hook: when the hook is absent it answers -32004
+// "<method> is not implemented by this plugin", while a method it does not
+// know at all is -32601 "Unknown method: <method>". The worker answers the
+// same way, so a host sees the same error from this plugin as from an SDK
+// plugin without that hook.
+var sdkHooks = map[string]bool{
+	"environmentValidateConfig": true, "environmentProbe": true,
+	"environmentAcquireLease": true, "environmentResumeLease": true,
+	"environmentReleaseLease": true, "environmentDestroyLease": true,
+	"environmentStopLease": true, "environmentRealizeWorkspace": true,
+	"environmentExecute": true, "environmentCancelExecution": true,
+	"environmentSyncIn": true, "environmentSyncOut": true,
+	"environmentRunnerIngressEndpoint": true,
+	"environmentStartInteractiveSetup": true, "environmentGetInteractiveSetup": true,
+	"environmentCancelInteractiveSetup": true,
+	"environmentCaptureTemplate":        true, "environmentDeleteTemplate": true,
+	"duplexChannelOpen": true, "duplexChannelWrite": true, "duplexChannelStop": true, "duplexChannelClose": true,
+	"loginPtyOpen": true, "loginPtyInput": true, "loginPtyStop": true, "loginPtyClose": true,
+}
+
+// notFound is the error for a request whose method is not registered.
+func notFound(method string) *Error {
+	if sdkHooks[method] {
+		return Errorf(CodeMethodNotImplemented, "%s is not implemented by this plugin", method)
+	}
+	return Errorf(CodeMethodNotFound, "Unknown method: %s", clamp.Echo(method))
+}
+
 // Typed adapts a function with typed params and result to a Handler. Params
 // are decoded leniently: unknown fields are ignored (hosts add fields over
 // time), absent or null params give the zero P. A value of the wrong JSON type

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/sourcegraph/jsonrpc2"
 )
 
@@ -205,8 +204,8 @@ func (s *server) registerBuiltins() {
 // dispatcher is the jsonrpc2.Handler. It runs on the library's read loop, so
 // it only starts a tracked goroutine per request and returns (inline methods
 // excepted). Each request runs under its own context, derived from Serve's;
-// a panic becomes a CodeWorkerError reply and an unknown method a
-// CodeMethodNotFound one.
+// a panic becomes a CodeWorkerError reply and a method that is not
+// registered the SDK's answer for it (notFound).
 type dispatcher struct{ s *server }
 
 func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
@@ -223,7 +222,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 			return
 		}
 	} else if !ok {
-		s.reply(req, r, nil, Errorf(CodeMethodNotFound, "Unknown method: %s", clamp.Echo(req.Method)))
+		s.reply(req, r, nil, notFound(req.Method))
 		return
 	}
 	if !s.handlers.add() {

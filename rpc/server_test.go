@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -79,6 +80,32 @@ func TestBadFramesAnsweredAndServingContinues(t *testing.T) {
 		p.send(`{"jsonrpc":"2.0","id":"after","method":"health"}`)
 		require.Equal(t, "after", p.recv()["id"])
 	}
+}
+
+func TestUnregisteredMethodsAnswerAsTheSDK(t *testing.T) {
+	reg, _ := testRegistry()
+	reg.Register("environmentExecute", func(context.Context, json.RawMessage) (any, error) { return "ran", nil })
+	p := startPeer(t, reg, Options{})
+	for i, c := range []struct {
+		method, message string
+		code            int64
+	}{
+		// A hook the SDK knows, absent here: -32004 with the SDK's text.
+		{"environmentCancelExecution", "environmentCancelExecution is not implemented by this plugin", CodeMethodNotImplemented},
+		{"environmentRunnerIngressEndpoint", "environmentRunnerIngressEndpoint is not implemented by this plugin", CodeMethodNotImplemented},
+		{"duplexChannelOpen", "duplexChannelOpen is not implemented by this plugin", CodeMethodNotImplemented},
+		{"loginPtyOpen", "loginPtyOpen is not implemented by this plugin", CodeMethodNotImplemented},
+		// A method the SDK does not know: -32601.
+		{"environmentNoSuchHook", "Unknown method: environmentNoSuchHook", CodeMethodNotFound},
+		{"nope", "Unknown method: nope", CodeMethodNotFound},
+	} {
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, i, c.method))
+		m := p.recv()
+		require.Equal(t, c.code, errCode(t, m), c.method)
+		require.Equal(t, c.message, m["error"].(map[string]any)["message"], c.method)
+	}
+	p.send(`{"jsonrpc":"2.0","id":"x","method":"environmentExecute","params":{}}`)
+	require.Equal(t, "ran", p.recv()["result"], "a registered hook is served")
 }
 
 func TestInvalidParamsNamesTheField(t *testing.T) {
