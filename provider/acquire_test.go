@@ -354,20 +354,24 @@ func TestInvalidTTLMinutesIsRejectedBeforeCreation(t *testing.T) {
 	require.Zero(t, e.srv.CountRequests("POST", "/sandbox"))
 }
 
-// Title 12: a slow create (15 s of a 20 s budget) and a slow setup (2 s)
-// still finish inside the one budget. The setup is bounded by what is left
-// of the budget, not by a fresh timeout, and the finished acquire leaves
-// nothing behind: no deletion, no uncertain cleanup, a working lease.
+// Title 12: a slow create (14 s of a 20 s budget) and a slow setup step
+// (1 s) still finish inside the one budget. Every setup command (workspace,
+// shell, sentinel) is bounded by what is left of the budget, not by a fresh
+// timeout, and the finished acquire leaves nothing behind: no deletion, no
+// uncertain cleanup, a working lease. (The 5 s left over is the margin a
+// loaded machine needs; the test measures the budget rule, not the machine.)
 func TestSlowCreateAndSetupFinishInsideTheBudget(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, map[string]any{"timeoutMs": 20000})
-	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Delay: 15 * time.Second, Times: 1})
-	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rExecute, Delay: 2 * time.Second, Times: 1})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Delay: 14 * time.Second, Times: 1})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rExecute, Delay: time.Second, Times: 1})
 	l := e.acquire(nil)
 	setups := e.srv.Dispatches()
-	require.Len(t, setups, 1)
-	require.Positive(t, setups[0].Timeout)
-	require.LessOrEqual(t, setups[0].Timeout, 5, "the setup gets what is left of the budget (at most 5 of 20 s)")
+	require.Len(t, setups, 3, "workspace, shell and sentinel")
+	for _, s := range setups {
+		require.Positive(t, s.Timeout)
+		require.LessOrEqual(t, s.Timeout, 6, "each setup command gets what is left of the budget (at most 6 of 20 s)")
+	}
 	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
 	require.Zero(t, e.d.idle.report().UncertainCleanups)
 	require.Equal(t, "started", e.state(*l.ProviderLeaseID))
