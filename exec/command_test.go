@@ -67,7 +67,7 @@ func TestStdinOfSeveralMiB(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 0, *res.ExitCode)
 		assert.Equal(t, want, res.Stdout)
-		assertLive(t, rec, res)
+		assertLiveOn(t, bypass, rec, res)
 		assert.Empty(t, stdinFiles(t, e), "stdin file removed")
 		assert.Equal(t, 1, e.srv.CountDispatches(id))
 		assert.Equal(t, 1, e.count("DELETE", "/files"))
@@ -98,7 +98,7 @@ func TestBinaryAndMultibyteOutput(t *testing.T) {
 		res, err := e.runner.Execute(ctxT(t), e.target, req, rec.sink)
 		require.NoError(t, err)
 		assert.Equal(t, 0, *res.ExitCode)
-		assertLive(t, rec, res)
+		assertLiveOn(t, bypass, rec, res)
 		for _, c := range rec.all() {
 			assert.True(t, utf8.ValidString(c.text))
 		}
@@ -133,7 +133,7 @@ func TestOutputCapTruncatesWithMarker(t *testing.T) {
 			assert.Equal(t, "small\n", res.Stderr)
 		}
 		assert.Equal(t, true, res.Metadata["outputTruncated"])
-		assertLive(t, rec, res)
+		assertLiveOn(t, bypass, rec, res)
 	})
 }
 
@@ -215,6 +215,9 @@ func TestTruncationMarkerStatesKeptCharacters(t *testing.T) {
 	}
 }
 
+// TestOneShotCombinedOutput: one-shot output comes back combined in
+// stdout, and only in the result: the one-shot API answers once, so the
+// runner sends no live output (the host would get it twice).
 func TestOneShotCombinedOutput(t *testing.T) {
 	e := newEnv(t)
 	id := tag()
@@ -226,7 +229,7 @@ func TestOneShotCombinedOutput(t *testing.T) {
 	assert.Equal(t, 4, *res.ExitCode)
 	assert.Equal(t, "out\nerr\n", res.Stdout)
 	assert.Equal(t, "", res.Stderr)
-	assertLive(t, rec, res)
+	assertNoLive(t, rec)
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 	d := e.lastDispatch()
 	assert.Equal(t, "", d.Session)
@@ -280,7 +283,7 @@ func TestOneShotBeyondTheAnswerLimit(t *testing.T) {
 	assert.Equal(t, true, res.Metadata["outputTruncated"])
 	marker := "\n[daytona-worker: stdout truncated after 1048576 characters; further output was discarded]\n"
 	assert.Equal(t, strings.Repeat("a", limit)+marker, res.Stdout)
-	assertLive(t, rec, res)
+	assertNoLive(t, rec)
 }
 
 // TestOneShotAnswerCutShort: a one-shot answer lost part way is an error

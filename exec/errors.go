@@ -54,6 +54,7 @@ var (
 	errCommandDeadline  = errors.New("command deadline exceeded")
 	errFallbackDeadline = errors.New("polling fallback deadline exceeded")
 	errStatusBound      = errors.New("status read bound exceeded")
+	errReadStalled      = errors.New("observation read under way at the command deadline")
 )
 
 func invalid(format string, args ...any) error {

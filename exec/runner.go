@@ -64,7 +64,9 @@ type Result struct {
 	Metadata map[string]any
 }
 
-// Sink receives live output: stream is StreamStdout or StreamStderr, text
+// Sink receives the live output of the session path (a one-shot execute
+// never calls it: its output arrives once, in the result): stream is
+// StreamStdout or StreamStderr, text
 // is non-empty, never splits a UTF-8 character and is at most 512 KiB.
 // Calls are sequential, in order, and all return before Execute does; the
 // concatenation per stream is a prefix of the final Stdout/Stderr. A
@@ -464,6 +466,11 @@ func (r *Runner) Execute(ctx context.Context, t Target, req Request, sink Sink) 
 		return Result{}, invalid("empty command")
 	case !req.BypassSession && t.LeaseKey == "":
 		return Result{}, invalid("the session path needs a lease key")
+	}
+	if req.BypassSession {
+		// The one-shot API answers once, with all the output: forwarding it
+		// live just before the result would give it to the host twice.
+		sink = nil
 	}
 	x := &run{r: r, t: t, req: req, start: r.clock.Now(), out: newOutput(sink, r.cap)}
 	base, cancel := context.WithCancelCause(ctx)
