@@ -41,8 +41,10 @@ type Request struct {
 	Stdin *string
 	// Timeout is the effective timeout (resolveTimeoutMs of docs/behavior.md#small-functions); git
 	// network commands are capped at GitNetworkTimeout. It is the command
-	// deadline, the bound of every observation read and the budget of the
-	// polling fallback. 0 means none (the caller's context still applies).
+	// deadline, counted from the start of Execute, that ends every phase
+	// (stream, reads after a close, polling fallback), and the bound of
+	// every observation read. 0 means none (the caller's context still
+	// applies).
 	Timeout time.Duration
 	// BypassSession runs the command one-shot without opening the lease's
 	// session (provisioning and control commands).

@@ -72,7 +72,7 @@ func (x *run) timeoutScope(cause error, observing bool) string {
 		return scopeObservation
 	case errors.Is(cause, errReadStalled) && observing:
 		return scopeObservation
-	case errors.Is(cause, errCommandDeadline), errors.Is(cause, errFallbackDeadline):
+	case errors.Is(cause, errCommandDeadline):
 		return scopeCommand
 	case errors.Is(cause, daytona.ErrTimeout) && observing:
 		return scopeObservation
@@ -89,8 +89,7 @@ func (x *run) timeout(scope string, cause error, observedExit *int) Result {
 	res := x.result(nil)
 	res.TimedOut = true
 	after := fmt.Sprintf("after %d s", x.effSeconds())
-	if provider := !errors.Is(cause, errObservationBound) && !errors.Is(cause, errCommandDeadline) &&
-		!errors.Is(cause, errFallbackDeadline); provider && scope == scopeObservation {
+	if provider := !errors.Is(cause, errObservationBound) && !errors.Is(cause, errCommandDeadline); provider && scope == scopeObservation {
 		after = "(the provider answered with a timeout)"
 	}
 	var msg string
@@ -248,7 +247,6 @@ func (x *run) observe() (Result, error) {
 		return x.complete(*code)
 	}
 	x.observed = "followed"
-	anyClean := false
 	for attempt := 0; attempt < maxStreamAttempts; attempt++ {
 		end, code, cause := x.follow()
 		switch end {
@@ -257,12 +255,12 @@ func (x *run) observe() (Result, error) {
 		case endStopped:
 			return x.stopped(cause)
 		case endIdle:
-			anyClean, x.observing = true, true
-			return x.poll(anyClean)
+			x.observing = true
+			return x.poll()
 		case endRejected:
 			continue
 		case endClean:
-			anyClean, x.observing = true, true
+			x.observing = true
 			c, err := x.exitAfterClose()
 			if err != nil {
 				return x.readFailed(err)
@@ -272,7 +270,7 @@ func (x *run) observe() (Result, error) {
 			}
 		}
 	}
-	return x.poll(anyClean)
+	return x.poll()
 }
 
 // readFailed handles an error of a status or snapshot read: timeouts
@@ -436,26 +434,20 @@ func (x *run) rawSnapshot(parent context.Context, d time.Duration) error {
 }
 
 // poll is the fallback: status, then snapshot, at most once per
-// PollInterval. After a clean close or an idle socket each read has its
-// own observation bound and there is no extra lifetime; after two failed
-// connections one budget of the effective timeout starts now.
-func (x *run) poll(anyClean bool) (Result, error) {
+// PollInterval, until the exit is read or the command deadline passes.
+// That deadline is the only lifetime of the session path: the fallback
+// after two failed connections gets no fresh budget of its own, unlike the
+// reference (a deliberate deviation, README.md "Deviations from the
+// reference": the host stops waiting at the timeout anyway).
+func (x *run) poll() (Result, error) {
 	x.observed = "polled"
-	pctx := x.cmdCtx
-	bound := x.eff
-	if !anyClean {
-		var cancel context.CancelFunc
-		pctx, cancel = withBound(x.cmdCtx, x.r.clock, x.eff, errFallbackDeadline)
-		defer cancel()
-		bound = 0
-	}
 	for {
-		code, err := x.statusRead(pctx, bound, errObservationBound)
+		code, err := x.statusRead(x.cmdCtx, x.eff, errObservationBound)
 		if err != nil {
 			return x.readFailed(err)
 		}
 		if !x.out.bothCapped() {
-			if err := x.rawSnapshot(pctx, bound); err != nil {
+			if err := x.rawSnapshot(x.cmdCtx, x.eff); err != nil {
 				return x.readFailed(err)
 			}
 		}
@@ -463,8 +455,8 @@ func (x *run) poll(anyClean bool) (Result, error) {
 			x.out.finish()
 			return x.result(code), nil
 		}
-		if !sleep(pctx, x.r.clock, PollInterval) {
-			return x.stopped(context.Cause(pctx))
+		if !sleep(x.cmdCtx, x.r.clock, PollInterval) {
+			return x.stopped(context.Cause(x.cmdCtx))
 		}
 	}
 }

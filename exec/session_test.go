@@ -231,6 +231,7 @@ func TestStreamedCommandCompletes(t *testing.T) {
 // dispatched exactly once.
 func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 	var first string // the session before the deadline of "command deadline…"
+	agedRelease := []chan struct{}{make(chan struct{}), make(chan struct{})}
 	for _, c := range []struct {
 		streamedCase
 		reason    string // the line stderr ends with
@@ -252,6 +253,38 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
 				assert.True(t, strings.HasPrefix(res.Stdout, streamedFirst), res.Stdout)
 				assert.Equal(t, 1, e.count("DELETE", rSessionD), "session of the runaway command deleted")
+			}},
+		reason: "Command timed out after 60 s.\n",
+	}, {
+		// Both connections are held 10 s each before they fail, so the
+		// fallback begins 20 s after the start. It gets no fresh budget
+		// (the deliberate deviation of README.md): the command deadline,
+		// 60 s after the start, ends it with the output polled so far.
+		streamedCase: streamedCase{name: "poll fallback after aged failed streams ends at the command deadline", fakeClock: true, timeout: time.Minute,
+			faults: []fault{
+				{Method: "GET", Route: rLogs, Gate: agedRelease[0], WSClose: true, WSCloseAfterBytes: 0, Times: 1},
+				{Method: "GET", Route: rLogs, Gate: agedRelease[1], WSClose: true, WSCloseAfterBytes: 0, Times: 1},
+			},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				for i, release := range agedRelease {
+					require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, i+1))
+					e.awaitTimer(silentSocketLimit)
+					e.clock.Advance(10 * time.Second)
+					close(release)
+				}
+				e.awaitTimer(pollInterval) // polling, 20 s after the start
+				e.awaitOutput("l2 ok")
+				e.clock.Advance(pollInterval)
+				s.awaitFirst(t)
+				e.awaitTimer(pollInterval)
+				e.clock.Advance(time.Minute - 21*time.Second)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
+				assert.True(t, strings.HasPrefix(res.Stdout, streamedFirst), res.Stdout)
+				assert.Equal(t, int64(60_000), res.Metadata["durationMs"], "ended at the command deadline")
+				assert.Equal(t, "command", res.Metadata["timeoutScope"])
+				assert.Equal(t, 2, e.wsCount())
 			}},
 		reason: "Command timed out after 60 s.\n",
 	}, {
