@@ -249,6 +249,36 @@ func TestOneShotDaemonTimeout(t *testing.T) {
 	assert.Contains(t, res.Metadata, "durationMs")
 }
 
+// TestOneShotProviderTimeout: the provider answers a one-shot execute with
+// a timeout (408 from the daemon that killed the command, or a 504) after
+// 1.5 s on the injected clock: a timed-out result, not an error, with no
+// exit code, the reason in stderr, the duration of the call and the
+// command-scope metadata, the same rule as the session path's timeouts.
+func TestOneShotProviderTimeout(t *testing.T) {
+	for _, status := range []int{408, 504} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			e := newEnv(t, withFakeClock)
+			release := make(chan struct{})
+			e.srv.Inject(daytonatest.Fault{Route: rExecute, Gate: release, Status: status, Times: 1})
+			rec := newRecorder()
+			ch := e.start(cmdexec.Request{Command: "echo", Args: []string{"never"}, BypassSession: true, Timeout: 30 * time.Second}, rec)
+			require.NoError(t, e.srv.AwaitRequests(ctxT(t), "POST", rExecute, 1))
+			e.clock.Advance(1500 * time.Millisecond)
+			close(release)
+			res, err := e.wait(ch)
+			require.NoError(t, err, "a provider timeout is a timed-out result")
+			assert.True(t, res.TimedOut)
+			assert.Nil(t, res.ExitCode)
+			assert.Equal(t, "", res.Stdout)
+			assert.Equal(t, "Command timed out after 30 s.\n", res.Stderr)
+			assert.Equal(t, int64(1500), res.Metadata["durationMs"])
+			assert.Equal(t, "command", res.Metadata["timeoutScope"])
+			assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
+			assertNoLive(t, rec)
+		})
+	}
+}
+
 func TestGitNetworkCommandCappedAndExplained(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	e.srv.Inject(daytonatest.Fault{Route: rExecute, Hang: true, Times: 1})
