@@ -103,8 +103,8 @@ func TestStreamedCommandCompletes(t *testing.T) {
 				s.gate.open(t)
 				return e.wait(s.ch)
 			},
-			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
-				assert.NotContains(t, res.Metadata, "finalSnapshotSkipped")
+			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
+				assert.Equal(t, 2, e.count("GET", rLogs), "the follow and one final snapshot")
 			}},
 		ws: 1, // the snapshot is plain HTTP
 	}, {
