@@ -67,7 +67,7 @@ func TestStdinOfSeveralMiB(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 0, *res.ExitCode)
 		assert.Equal(t, want, res.Stdout)
-		assertLive(t, rec, res)
+		assertLiveOn(t, bypass, rec, res)
 		assert.Empty(t, stdinFiles(t, e), "stdin file removed")
 		assert.Equal(t, 1, e.srv.CountDispatches(id))
 		assert.Equal(t, 1, e.count("DELETE", "/files"))
@@ -98,7 +98,7 @@ func TestBinaryAndMultibyteOutput(t *testing.T) {
 		res, err := e.runner.Execute(ctxT(t), e.target, req, rec.sink)
 		require.NoError(t, err)
 		assert.Equal(t, 0, *res.ExitCode)
-		assertLive(t, rec, res)
+		assertLiveOn(t, bypass, rec, res)
 		for _, c := range rec.all() {
 			assert.True(t, utf8.ValidString(c.text))
 		}
@@ -133,7 +133,7 @@ func TestOutputCapTruncatesWithMarker(t *testing.T) {
 			assert.Equal(t, "small\n", res.Stderr)
 		}
 		assert.Equal(t, true, res.Metadata["outputTruncated"])
-		assertLive(t, rec, res)
+		assertLiveOn(t, bypass, rec, res)
 	})
 }
 
@@ -215,6 +215,9 @@ func TestTruncationMarkerStatesKeptCharacters(t *testing.T) {
 	}
 }
 
+// TestOneShotCombinedOutput: one-shot output comes back combined in
+// stdout, and only in the result: the one-shot API answers once, so the
+// runner sends no live output (the host would get it twice).
 func TestOneShotCombinedOutput(t *testing.T) {
 	e := newEnv(t)
 	id := tag()
@@ -226,7 +229,7 @@ func TestOneShotCombinedOutput(t *testing.T) {
 	assert.Equal(t, 4, *res.ExitCode)
 	assert.Equal(t, "out\nerr\n", res.Stdout)
 	assert.Equal(t, "", res.Stderr)
-	assertLive(t, rec, res)
+	assertNoLive(t, rec)
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 	d := e.lastDispatch()
 	assert.Equal(t, "", d.Session)
@@ -244,6 +247,36 @@ func TestOneShotDaemonTimeout(t *testing.T) {
 	assert.Equal(t, "", res.Stdout)
 	assert.Equal(t, "Command timed out after 1 s.\n", res.Stderr)
 	assert.Contains(t, res.Metadata, "durationMs")
+}
+
+// TestOneShotProviderTimeout: the provider answers a one-shot execute with
+// a timeout (408 from the daemon that killed the command, or a 504) after
+// 1.5 s on the injected clock: a timed-out result, not an error, with no
+// exit code, the reason in stderr, the duration of the call and the
+// command-scope metadata, the same rule as the session path's timeouts.
+func TestOneShotProviderTimeout(t *testing.T) {
+	for _, status := range []int{408, 504} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			e := newEnv(t, withFakeClock)
+			release := make(chan struct{})
+			e.srv.Inject(daytonatest.Fault{Route: rExecute, Gate: release, Status: status, Times: 1})
+			rec := newRecorder()
+			ch := e.start(cmdexec.Request{Command: "echo", Args: []string{"never"}, BypassSession: true, Timeout: 30 * time.Second}, rec)
+			require.NoError(t, e.srv.AwaitRequests(ctxT(t), "POST", rExecute, 1))
+			e.clock.Advance(1500 * time.Millisecond)
+			close(release)
+			res, err := e.wait(ch)
+			require.NoError(t, err, "a provider timeout is a timed-out result")
+			assert.True(t, res.TimedOut)
+			assert.Nil(t, res.ExitCode)
+			assert.Equal(t, "", res.Stdout)
+			assert.Equal(t, "Command timed out after 30 s.\n", res.Stderr)
+			assert.Equal(t, int64(1500), res.Metadata["durationMs"])
+			assert.Equal(t, "command", res.Metadata["timeoutScope"])
+			assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
+			assertNoLive(t, rec)
+		})
+	}
 }
 
 func TestGitNetworkCommandCappedAndExplained(t *testing.T) {
@@ -280,7 +313,7 @@ func TestOneShotBeyondTheAnswerLimit(t *testing.T) {
 	assert.Equal(t, true, res.Metadata["outputTruncated"])
 	marker := "\n[daytona-worker: stdout truncated after 1048576 characters; further output was discarded]\n"
 	assert.Equal(t, strings.Repeat("a", limit)+marker, res.Stdout)
-	assertLive(t, rec, res)
+	assertNoLive(t, rec)
 }
 
 // TestOneShotAnswerCutShort: a one-shot answer lost part way is an error

@@ -52,8 +52,8 @@ var ErrDispatchUncertain = errors.New("exec: command dispatch outcome unknown")
 var (
 	errObservationBound = errors.New("session log observation bound exceeded")
 	errCommandDeadline  = errors.New("command deadline exceeded")
-	errFallbackDeadline = errors.New("polling fallback deadline exceeded")
 	errStatusBound      = errors.New("status read bound exceeded")
+	errReadStalled      = errors.New("observation read under way at the command deadline")
 )
 
 func invalid(format string, args ...any) error {

@@ -22,6 +22,15 @@ import (
 	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
+// The session path's timing as the reference fixes it. Tests use these
+// values, never the package's constants, so a changed constant fails them
+// (TestTimingIsTheReferences checks the constants themselves).
+const (
+	pollInterval      = time.Second            // status + snapshot at most once per second
+	fastPathBound     = 500 * time.Millisecond // the first status read, and each early read
+	silentSocketLimit = 15 * time.Second       // a follow socket silent this long is left for polling
+)
+
 // Route templates of the toolbox (relative to <toolboxProxyUrl>/<id>).
 const (
 	rExec     = "/process/session/{sessionId}/exec"
@@ -288,6 +297,24 @@ func assertLive(t *testing.T, rec *recorder, res cmdexec.Result) {
 	assert.Equal(t, res.Stderr, rec.text("stderr"), "live stderr == result stderr")
 }
 
+// assertNoLive checks that nothing was streamed live: a one-shot command's
+// output reaches the host in the result only.
+func assertNoLive(t *testing.T, rec *recorder) {
+	t.Helper()
+	assert.Empty(t, rec.all(), "a one-shot execute sends no live output")
+}
+
+// assertLiveOn is assertLive on the session path and assertNoLive
+// one-shot.
+func assertLiveOn(t *testing.T, bypass bool, rec *recorder, res cmdexec.Result) {
+	t.Helper()
+	if bypass {
+		assertNoLive(t, rec)
+		return
+	}
+	assertLive(t, rec, res)
+}
+
 // assertLivePrefix checks the contract of a result that is not complete:
 // per stream the streamed text is a prefix of it.
 func assertLivePrefix(t *testing.T, rec *recorder, res cmdexec.Result) {
@@ -344,6 +371,27 @@ func (e *env) advanceUntil(target, step time.Duration) {
 		}
 		e.clock.Advance(step)
 	}
+}
+
+// silenceUntilRequests advances the fake clock by the silent-socket limit
+// whenever the runner waits on it, until the server has seen n requests
+// of method and route (e.g. the poll's snapshot after a silent socket).
+func (e *env) silenceUntilRequests(method, route string, n int) {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(ctxT(e.t))
+	defer cancel()
+	reached := make(chan error, 1)
+	go func() {
+		reached <- e.srv.AwaitRequests(ctx, method, route, n)
+		cancel()
+	}()
+	for {
+		if _, err := e.clock.AwaitAnyTimer(ctx, silentSocketLimit); err != nil {
+			break
+		}
+		e.clock.Advance(silentSocketLimit)
+	}
+	require.NoError(e.t, <-reached)
 }
 
 // awaitTimer waits for the runner to arm a timer of d.

@@ -41,8 +41,10 @@ type Request struct {
 	Stdin *string
 	// Timeout is the effective timeout (resolveTimeoutMs of docs/behavior.md#small-functions); git
 	// network commands are capped at GitNetworkTimeout. It is the command
-	// deadline, the bound of every observation read and the budget of the
-	// polling fallback. 0 means none (the caller's context still applies).
+	// deadline, counted from the start of Execute, that ends every phase
+	// (stream, reads after a close, polling fallback), and the bound of
+	// every observation read. 0 means none (the caller's context still
+	// applies).
 	Timeout time.Duration
 	// BypassSession runs the command one-shot without opening the lease's
 	// session (provisioning and control commands).
@@ -64,7 +66,9 @@ type Result struct {
 	Metadata map[string]any
 }
 
-// Sink receives live output: stream is StreamStdout or StreamStderr, text
+// Sink receives the live output of the session path (a one-shot execute
+// never calls it: its output arrives once, in the result): stream is
+// StreamStdout or StreamStderr, text
 // is non-empty, never splits a UTF-8 character and is at most 512 KiB.
 // Calls are sequential, in order, and all return before Execute does; the
 // concatenation per stream is a prefix of the final Stdout/Stderr. A
@@ -464,6 +468,11 @@ func (r *Runner) Execute(ctx context.Context, t Target, req Request, sink Sink) 
 		return Result{}, invalid("empty command")
 	case !req.BypassSession && t.LeaseKey == "":
 		return Result{}, invalid("the session path needs a lease key")
+	}
+	if req.BypassSession {
+		// The one-shot API answers once, with all the output: forwarding it
+		// live just before the result would give it to the host twice.
+		sink = nil
 	}
 	x := &run{r: r, t: t, req: req, start: r.clock.Now(), out: newOutput(sink, r.cap)}
 	base, cancel := context.WithCancelCause(ctx)

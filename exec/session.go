@@ -25,10 +25,13 @@ type run struct {
 	ctx    context.Context // caller + lease cancellation
 	cmdCtx context.Context // + command deadline
 
-	sess     *session
-	cmdID    string
-	retire   bool   // take the session out of service afterwards
-	observed string // how output was observed (metadata logStream)
+	sess   *session
+	cmdID  string
+	retire bool // take the session out of service afterwards
+	// observing: a follow connection closed cleanly or went silent, so
+	// reads now observe a command that may have ended (timeoutScope).
+	observing bool
+	observed  string // how output was observed (metadata logStream)
 }
 
 func (x *run) durationMs() int64 { return x.r.clock.Now().Sub(x.start).Milliseconds() }
@@ -48,17 +51,53 @@ func (x *run) result(code *int) Result {
 	return Result{ExitCode: code, Stdout: stdout, Stderr: stderr, Metadata: md}
 }
 
+// Scopes of a timed-out result (metadata timeoutScope).
+const (
+	scopeCommand     = "command"
+	scopeObservation = "session_log_observation"
+)
+
+// timeoutScope is the one rule, for both paths, that decides whether cause
+// ends an execute as a timed-out result rather than an error, and in which
+// scope ("" = not a timeout). observing is true for a status or log
+// snapshot read made after a follow connection closed cleanly or went
+// silent: the command may well have ended, so a read that stalls until the
+// command deadline, or that the provider answers with a timeout (504, 408),
+// is an observation timeout (exit unconfirmed, output kept), not a command
+// timeout. Elsewhere a provider timeout is the command's own: the one-shot
+// daemon answers 408 when it killed the command at its timeout.
+func (x *run) timeoutScope(cause error, observing bool) string {
+	switch {
+	case errors.Is(cause, errObservationBound):
+		return scopeObservation
+	case errors.Is(cause, errReadStalled) && observing:
+		return scopeObservation
+	case errors.Is(cause, errCommandDeadline):
+		return scopeCommand
+	case errors.Is(cause, daytona.ErrTimeout) && observing:
+		return scopeObservation
+	case errors.Is(cause, daytona.ErrTimeout):
+		return scopeCommand
+	}
+	return ""
+}
+
 // timeout is the timed-out result: partial output, the reason appended to
-// stderr, and whether the command's exit is known.
-func (x *run) timeout(scope string, observedExit *int) Result {
+// stderr, and whether the command's exit is known. cause says what ran out
+// (a bound of ours, or a provider timeout answer).
+func (x *run) timeout(scope string, cause error, observedExit *int) Result {
 	res := x.result(nil)
 	res.TimedOut = true
+	after := fmt.Sprintf("after %d s", x.effSeconds())
+	if provider := !errors.Is(cause, errObservationBound) && !errors.Is(cause, errCommandDeadline); provider && scope == scopeObservation {
+		after = "(the provider answered with a timeout)"
+	}
 	var msg string
 	switch {
-	case scope == "session_log_observation" && observedExit != nil:
-		msg = fmt.Sprintf("Session log observation timed out after %d s; final output may be incomplete.", x.effSeconds())
-	case scope == "session_log_observation":
-		msg = fmt.Sprintf("Session log observation timed out after %d s; command exit remains unconfirmed.", x.effSeconds())
+	case scope == scopeObservation && observedExit != nil:
+		msg = "Session log observation timed out " + after + "; final output may be incomplete."
+	case scope == scopeObservation:
+		msg = "Session log observation timed out " + after + "; command exit remains unconfirmed."
 	case x.git:
 		msg = gitTimeoutMessage(x.effSeconds())
 	default:
@@ -81,11 +120,8 @@ func (x *run) timeout(scope string, observedExit *int) Result {
 
 // stopped turns the reason a wait ended into the execute's outcome.
 func (x *run) stopped(cause error) (Result, error) {
-	switch {
-	case errors.Is(cause, errObservationBound):
-		return x.timeout("session_log_observation", nil), nil
-	case errors.Is(cause, errCommandDeadline), errors.Is(cause, errFallbackDeadline):
-		return x.timeout("command", nil), nil
+	if scope := x.timeoutScope(cause, false); scope != "" {
+		return x.timeout(scope, cause, nil), nil
 	}
 	res := x.result(nil)
 	if x.sess != nil && x.cmdID != "" {
@@ -110,13 +146,26 @@ func classify(parent, rctx context.Context, err error) error {
 	return err
 }
 
+// readFailure is classify for a status or snapshot read that began at
+// started: when the command deadline ended a read that was already under
+// way, the read stalled (errReadStalled); a deadline that had passed before
+// the read began stays the command's own.
+func (x *run) readFailure(parent, rctx context.Context, err error, started time.Time) error {
+	cause := classify(parent, rctx, err)
+	if errors.Is(cause, errCommandDeadline) && x.eff > 0 && started.Before(x.start.Add(x.eff)) {
+		return fmt.Errorf("%w: %w", errReadStalled, cause)
+	}
+	return cause
+}
+
 // statusRead reads the command's exit code under parent, bounded by d.
 func (x *run) statusRead(parent context.Context, d time.Duration, boundCause error) (*int, error) {
+	started := x.r.clock.Now()
 	rctx, cancel := withBound(parent, x.r.clock, d, boundCause)
 	defer cancel()
 	cmd, _, err := x.t.Client.Toolbox.GetSessionCommand(rctx, x.t.Sandbox, x.sess.id, x.cmdID)
 	if err != nil {
-		return nil, classify(parent, rctx, err)
+		return nil, x.readFailure(parent, rctx, err, started)
 	}
 	return cmd.ExitCode, nil
 }
@@ -198,7 +247,6 @@ func (x *run) observe() (Result, error) {
 		return x.complete(*code)
 	}
 	x.observed = "followed"
-	anyClean := false
 	for attempt := 0; attempt < maxStreamAttempts; attempt++ {
 		end, code, cause := x.follow()
 		switch end {
@@ -207,12 +255,12 @@ func (x *run) observe() (Result, error) {
 		case endStopped:
 			return x.stopped(cause)
 		case endIdle:
-			anyClean = true
-			return x.poll(anyClean)
+			x.observing = true
+			return x.poll()
 		case endRejected:
 			continue
 		case endClean:
-			anyClean = true
+			x.observing = true
 			c, err := x.exitAfterClose()
 			if err != nil {
 				return x.readFailed(err)
@@ -222,15 +270,18 @@ func (x *run) observe() (Result, error) {
 			}
 		}
 	}
-	return x.poll(anyClean)
+	return x.poll()
 }
 
-// readFailed handles an error of a status or snapshot read: bounds and
-// cancellations become their results, provider errors are returned (a
-// status 404 means the session died: it is forgotten).
+// readFailed handles an error of a status or snapshot read: timeouts
+// (timeoutScope) and cancellations become their results, other provider
+// errors are returned (a status 404 means the session died: it is
+// forgotten).
 func (x *run) readFailed(err error) (Result, error) {
-	if errors.Is(err, errObservationBound) || errors.Is(err, errCommandDeadline) || errors.Is(err, errFallbackDeadline) ||
-		errors.Is(err, ErrLeaseNotActive) || isContextErr(err) {
+	if scope := x.timeoutScope(err, x.observing); scope != "" {
+		return x.timeout(scope, err, nil), nil
+	}
+	if errors.Is(err, ErrLeaseNotActive) || isContextErr(err) {
 		return x.stopped(err)
 	}
 	if sessionLost(err) {
@@ -341,8 +392,8 @@ func (x *run) exitAfterClose() (*int, error) {
 func (x *run) complete(code int) (Result, error) {
 	if !x.out.bothCapped() {
 		if err := x.rawSnapshot(x.ctx, x.eff); err != nil {
-			if errors.Is(err, errObservationBound) {
-				return x.timeout("session_log_observation", &code), nil
+			if x.timeoutScope(err, true) != "" {
+				return x.timeout(scopeObservation, err, &code), nil
 			}
 			res := x.result(nil)
 			res.Metadata["observedExitCode"] = code
@@ -367,6 +418,7 @@ func (x *run) complete(code int) (Result, error) {
 // reconciliation is exact even for binary output; the JSON snapshot would
 // have to be held whole, and it renders invalid bytes as U+FFFD.
 func (x *run) rawSnapshot(parent context.Context, d time.Duration) error {
+	started := x.r.clock.Now()
 	gen := x.out.nextGen()
 	defer x.out.nextGen() // late callbacks of this read are ignored
 	rctx, cancel := withBound(parent, x.r.clock, d, errObservationBound)
@@ -376,32 +428,26 @@ func (x *run) rawSnapshot(parent context.Context, d time.Duration) error {
 		return nil
 	})
 	if err != nil {
-		return classify(parent, rctx, err)
+		return x.readFailure(parent, rctx, err, started)
 	}
 	return nil
 }
 
 // poll is the fallback: status, then snapshot, at most once per
-// PollInterval. After a clean close or an idle socket each read has its
-// own observation bound and there is no extra lifetime; after two failed
-// connections one budget of the effective timeout starts now.
-func (x *run) poll(anyClean bool) (Result, error) {
+// PollInterval, until the exit is read or the command deadline passes.
+// That deadline is the only lifetime of the session path: the fallback
+// after two failed connections gets no fresh budget of its own, unlike the
+// reference (a deliberate deviation, README.md "Deviations from the
+// reference": the host stops waiting at the timeout anyway).
+func (x *run) poll() (Result, error) {
 	x.observed = "polled"
-	pctx := x.cmdCtx
-	bound := x.eff
-	if !anyClean {
-		var cancel context.CancelFunc
-		pctx, cancel = withBound(x.cmdCtx, x.r.clock, x.eff, errFallbackDeadline)
-		defer cancel()
-		bound = 0
-	}
 	for {
-		code, err := x.statusRead(pctx, bound, errObservationBound)
+		code, err := x.statusRead(x.cmdCtx, x.eff, errObservationBound)
 		if err != nil {
 			return x.readFailed(err)
 		}
 		if !x.out.bothCapped() {
-			if err := x.rawSnapshot(pctx, bound); err != nil {
+			if err := x.rawSnapshot(x.cmdCtx, x.eff); err != nil {
 				return x.readFailed(err)
 			}
 		}
@@ -409,8 +455,8 @@ func (x *run) poll(anyClean bool) (Result, error) {
 			x.out.finish()
 			return x.result(code), nil
 		}
-		if !sleep(pctx, x.r.clock, PollInterval) {
-			return x.stopped(context.Cause(pctx))
+		if !sleep(x.cmdCtx, x.r.clock, PollInterval) {
+			return x.stopped(context.Cause(x.cmdCtx))
 		}
 	}
 }
@@ -442,11 +488,7 @@ func (x *run) oneShot() (Result, error) {
 		})
 	if err != nil {
 		cause := classify(x.ctx, rctx, err)
-		if errors.Is(cause, errCommandDeadline) || (errors.Is(err, daytona.ErrTimeout) && x.ctx.Err() == nil) {
-			res := x.timeout("command", nil)
-			return res, nil
-		}
-		if errors.Is(cause, ErrLeaseNotActive) || isContextErr(cause) {
+		if x.timeoutScope(cause, false) != "" || errors.Is(cause, ErrLeaseNotActive) || isContextErr(cause) {
 			return x.stopped(cause)
 		}
 		// The answer was lost part way: what arrived is returned with the

@@ -103,8 +103,8 @@ func TestStreamedCommandCompletes(t *testing.T) {
 				s.gate.open(t)
 				return e.wait(s.ch)
 			},
-			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
-				assert.NotContains(t, res.Metadata, "finalSnapshotSkipped")
+			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
+				assert.Equal(t, 2, e.count("GET", rLogs), "the follow and one final snapshot")
 			}},
 		ws: 1, // the snapshot is plain HTTP
 	}, {
@@ -125,11 +125,11 @@ func TestStreamedCommandCompletes(t *testing.T) {
 		streamedCase: streamedCase{name: "hung fast-path status read is bounded", fakeClock: true,
 			faults: []fault{{Method: "GET", Route: rStatus, Times: 1, Hang: true}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				e.awaitTimer(cmdexec.FastPathBound)
+				e.awaitTimer(fastPathBound)
 				// The hung read must have reached the server, or the fault
 				// would catch a later read.
 				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
-				e.clock.Advance(cmdexec.FastPathBound)
+				e.clock.Advance(fastPathBound)
 				return e.finish(t, s)
 			}},
 		ws: 1,
@@ -139,12 +139,12 @@ func TestStreamedCommandCompletes(t *testing.T) {
 		streamedCase: streamedCase{name: "reconnect once, then poll", fakeClock: true,
 			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 6, Times: 2}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				e.awaitTimer(cmdexec.PollInterval) // polling after two failed connections
+				e.awaitTimer(pollInterval) // polling after two failed connections
 				e.awaitOutput("l2 ok")
-				e.clock.Advance(cmdexec.PollInterval)
+				e.clock.Advance(pollInterval)
 				s.awaitFirst(t)
 				s.gate.open(t)
-				return e.drive(s.ch, cmdexec.PollInterval)
+				return e.drive(s.ch, pollInterval)
 			}},
 		ws: 2,
 	}, {
@@ -152,13 +152,13 @@ func TestStreamedCommandCompletes(t *testing.T) {
 		streamedCase: streamedCase{name: "two-hour command on the injected clock", fakeClock: true, timeout: 3 * time.Hour,
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				s.awaitFirst(t)
-				e.advanceUntil(cmdexec.PollInterval, cmdexec.SilentSocketLimit) // silent → polling
+				e.advanceUntil(pollInterval, silentSocketLimit) // silent → polling
 				for elapsed := time.Duration(0); elapsed < 2*time.Hour; elapsed += 10 * time.Minute {
-					e.awaitTimer(cmdexec.PollInterval)
+					e.awaitTimer(pollInterval)
 					e.clock.Advance(10 * time.Minute)
 				}
 				s.gate.open(t)
-				return e.drive(s.ch, cmdexec.PollInterval)
+				return e.drive(s.ch, pollInterval)
 			},
 			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
 				assert.False(t, res.TimedOut)
@@ -192,14 +192,14 @@ func TestStreamedCommandCompletes(t *testing.T) {
 		cases = append(cases, completes{streamedCase: streamedCase{name: f.name + ": polling after SilentSocketLimit", fakeClock: true,
 			faults: []fault{f.fault},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				e.awaitTimer(cmdexec.SilentSocketLimit)
+				e.awaitTimer(silentSocketLimit)
 				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
 				e.awaitOutput("l2 ok")
-				e.clock.Advance(cmdexec.SilentSocketLimit)
+				e.clock.Advance(silentSocketLimit)
 				s.awaitFirst(t)
 				assert.Empty(t, s.rec.text("stdout")[len(streamedFirst):])
 				s.gate.open(t)
-				return e.drive(s.ch, cmdexec.PollInterval)
+				return e.drive(s.ch, pollInterval)
 			}}, ws: 1, logStream: "polled"})
 	}
 	for _, c := range cases {
@@ -231,6 +231,7 @@ func TestStreamedCommandCompletes(t *testing.T) {
 // dispatched exactly once.
 func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 	var first string // the session before the deadline of "command deadline…"
+	agedRelease := []chan struct{}{make(chan struct{}), make(chan struct{})}
 	for _, c := range []struct {
 		streamedCase
 		reason    string // the line stderr ends with
@@ -241,17 +242,49 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 		streamedCase: streamedCase{name: "poll fallback", fakeClock: true, timeout: time.Minute,
 			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 0, Times: 2}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				e.awaitTimer(cmdexec.PollInterval)
+				e.awaitTimer(pollInterval)
 				e.awaitOutput("l2 ok")
-				e.clock.Advance(cmdexec.PollInterval)
+				e.clock.Advance(pollInterval)
 				s.awaitFirst(t)
-				e.awaitTimer(cmdexec.PollInterval)
+				e.awaitTimer(pollInterval)
 				e.clock.Advance(time.Minute)
 				return e.wait(s.ch)
 			},
 			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
 				assert.True(t, strings.HasPrefix(res.Stdout, streamedFirst), res.Stdout)
 				assert.Equal(t, 1, e.count("DELETE", rSessionD), "session of the runaway command deleted")
+			}},
+		reason: "Command timed out after 60 s.\n",
+	}, {
+		// Both connections are held 10 s each before they fail, so the
+		// fallback begins 20 s after the start. It gets no fresh budget
+		// (the deliberate deviation of README.md): the command deadline,
+		// 60 s after the start, ends it with the output polled so far.
+		streamedCase: streamedCase{name: "poll fallback after aged failed streams ends at the command deadline", fakeClock: true, timeout: time.Minute,
+			faults: []fault{
+				{Method: "GET", Route: rLogs, Gate: agedRelease[0], WSClose: true, WSCloseAfterBytes: 0, Times: 1},
+				{Method: "GET", Route: rLogs, Gate: agedRelease[1], WSClose: true, WSCloseAfterBytes: 0, Times: 1},
+			},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				for i, release := range agedRelease {
+					require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, i+1))
+					e.awaitTimer(silentSocketLimit)
+					e.clock.Advance(10 * time.Second)
+					close(release)
+				}
+				e.awaitTimer(pollInterval) // polling, 20 s after the start
+				e.awaitOutput("l2 ok")
+				e.clock.Advance(pollInterval)
+				s.awaitFirst(t)
+				e.awaitTimer(pollInterval)
+				e.clock.Advance(time.Minute - 21*time.Second)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
+				assert.True(t, strings.HasPrefix(res.Stdout, streamedFirst), res.Stdout)
+				assert.Equal(t, int64(60_000), res.Metadata["durationMs"], "ended at the command deadline")
+				assert.Equal(t, "command", res.Metadata["timeoutScope"])
+				assert.Equal(t, 2, e.wsCount())
 			}},
 		reason: "Command timed out after 60 s.\n",
 	}, {
@@ -275,7 +308,9 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 	}, {
 		// After the clean close the status read hangs; the command
 		// deadline (10 min of fake time) ends the observation, the
-		// streamed output is kept.
+		// streamed output is kept. The read stalled after the stream
+		// closed, so it is an observation timeout: whether the command
+		// exited is not known.
 		streamedCase: streamedCase{name: "status read hangs after a clean close", fakeClock: true, timeout: 10 * time.Minute,
 			faults: []fault{{Method: "GET", Route: rStatus, Skip: 1, Hang: true}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
@@ -293,10 +328,30 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 			},
 			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
 				assert.Equal(t, streamedOut, res.Stdout)
-				assert.Equal(t, streamedErr+"Command timed out after 600 s.\n", res.Stderr)
-				assert.Equal(t, "command", res.Metadata["timeoutScope"])
+				assert.Equal(t, streamedErr+observationTimeout600, res.Stderr)
+				assert.Equal(t, "session_log_observation", res.Metadata["timeoutScope"])
+				assert.NotContains(t, res.Metadata, "observedExitCode")
 			}},
-		reason: "Command timed out after 600 s.\n",
+		reason: observationTimeout600,
+	}, {
+		// The socket goes silent after the first part, the runner polls,
+		// and the log snapshot of the poll stalls until the command
+		// deadline: an observation timeout with the output so far.
+		streamedCase: streamedCase{name: "poll snapshot stalls after a silent socket", fakeClock: true, timeout: 10 * time.Minute,
+			faults: []fault{{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Hang: true}},
+			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
+				s.awaitFirst(t)
+				s.rec.await(t, "stderr", "e1 ☃\n")
+				e.silenceUntilRequests("GET", rLogs, 2)
+				e.clock.Advance(10 * time.Minute)
+				return e.wait(s.ch)
+			},
+			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
+				assert.Equal(t, streamedFirst, res.Stdout)
+				assert.Equal(t, "e1 ☃\n"+observationTimeout600, res.Stderr)
+				assert.Equal(t, "session_log_observation", res.Metadata["timeoutScope"])
+			}},
+		reason: observationTimeout600,
 	}, {
 		// The deadline retires the session and deletes it, which kills the
 		// command; the next command gets a fresh session and does not
@@ -437,29 +492,181 @@ func TestInterruptedCommandKeepsPartialOutput(t *testing.T) {
 	}
 }
 
+// TestFastPathCommandExitedBeforeFirstStatusRead: a command that has
+// exited before the first status read returns its own exit code, zero or
+// not, from that read and one final snapshot, without a follow socket.
 func TestFastPathCommandExitedBeforeFirstStatusRead(t *testing.T) {
-	// Fake clock: the held read's 500 ms bound must not run out while a
-	// loaded machine runs the command (the read would then fail and the
-	// follow path would be taken).
+	for _, code := range []int{0, 1, 42} {
+		t.Run(fmt.Sprintf("exit %d", code), func(t *testing.T) {
+			// Fake clock: the held read's 500 ms bound must not run out
+			// while a loaded machine runs the command (the read would then
+			// fail and the follow path would be taken).
+			e := newEnv(t, withFakeClock)
+			release := make(chan struct{})
+			e.srv.Inject(fault{Method: "GET", Route: rStatus, Times: 1, Gate: release})
+			rec := newRecorder()
+			id := tag()
+			ch := e.start(bashReq(fmt.Sprintf("printf 'a\\nb'; printf 'E' >&2; : %s; exit %d", id, code)), rec)
+			// Let the first status read wait until the command has finished.
+			require.NoError(t, e.srv.Await(ctxT(t), func() bool { return e.srv.CountDispatches(id) == 1 }))
+			e.awaitExited()
+			close(release)
+			res, err := e.wait(ch)
+			require.NoError(t, err)
+			require.NotNil(t, res.ExitCode)
+			assert.Equal(t, code, *res.ExitCode, "the command's own exit code")
+			assert.False(t, res.TimedOut)
+			assert.Equal(t, "a\nb\n", res.Stdout, "the daemon terminates a final line")
+			assert.Equal(t, "E\n", res.Stderr)
+			assert.Equal(t, "fast_path", res.Metadata["logStream"])
+			assert.Equal(t, 0, e.wsCount(), "no follow socket")
+			assert.Equal(t, 1, e.count("GET", rStatus))
+			assert.Equal(t, 1, e.count("GET", rLogs), "one final snapshot")
+			assertLive(t, rec, res)
+			assert.Equal(t, 1, e.srv.CountDispatches(id))
+		})
+	}
+}
+
+// What stderr ends with when a status or snapshot read after a clean close
+// or a silent socket stalls until the 600 s deadline.
+const observationTimeout600 = "Session log observation timed out after 600 s; command exit remains unconfirmed.\n"
+
+// TestProviderTimeoutOnAnObservationReadKeepsTheOutput: the provider
+// answers a status or log snapshot read with a timeout (504 Gateway
+// Timeout, 408 Request Timeout) once the stream has closed cleanly or gone
+// silent. The execute does not fail and lose the output: it is a timed-out
+// result in the observation scope with everything buffered so far, the
+// command's exit unconfirmed (or, for the final snapshot of an exited
+// command, confirmed with its code), and the session of a command that may
+// still run retired. The one-shot path treats the same answer as a
+// timeout too (TestOneShotDaemonTimeout).
+func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
+	const (
+		unconfirmed = "Session log observation timed out (the provider answered with a timeout); command exit remains unconfirmed.\n"
+		incomplete  = "Session log observation timed out (the provider answered with a timeout); final output may be incomplete.\n"
+	)
+	for _, status := range []int{504, 408} {
+		for _, c := range []struct {
+			name   string
+			fault  fault
+			tail   string
+			idle   bool // the socket goes silent (the runner polls) instead of closing at the exit
+			stdout string
+			stderr string
+			exit   *int // metadata.observedExitCode (and commandExitConfirmed)
+		}{{
+			// The fast-path read passes, the read after the clean close
+			// times out.
+			name:   "status read after a clean close",
+			fault:  fault{Method: "GET", Route: rStatus, Skip: 1, Times: 1, Status: status},
+			stdout: streamedOut, stderr: streamedErr + unconfirmed,
+		}, {
+			// The follow passes, the final snapshot times out.
+			name:   "final snapshot after the exit was read",
+			fault:  fault{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Status: status},
+			tail:   "; exit 5",
+			stdout: streamedOut, stderr: streamedErr + incomplete, exit: new(5),
+		}, {
+			// Every status read after the fast-path read times out (the
+			// early reads ignore it, the poll does not).
+			name:   "status read of the poll after a silent socket",
+			fault:  fault{Method: "GET", Route: rStatus, Skip: 1, Status: status},
+			idle:   true,
+			stdout: streamedFirst, stderr: "e1 ☃\n" + unconfirmed,
+		}, {
+			name:   "snapshot of the poll after a silent socket",
+			fault:  fault{Method: "GET", Route: rLogs, Skip: 1, Status: status},
+			idle:   true,
+			stdout: streamedFirst, stderr: "e1 ☃\n" + unconfirmed,
+		}} {
+			t.Run(fmt.Sprintf("%d %s", status, c.name), func(t *testing.T) {
+				e := newEnv(t, withFakeClock)
+				e.srv.Inject(c.fault)
+				s := e.startStreamed(0, c.tail)
+				s.awaitFirst(t)
+				s.rec.await(t, "stderr", "e1 ☃\n")
+				var res cmdexec.Result
+				var err error
+				if c.idle {
+					res, err = e.drive(s.ch, silentSocketLimit)
+				} else {
+					s.gate.open(t)
+					res, err = e.wait(s.ch)
+				}
+				require.NoError(t, err, "a provider timeout is a timed-out result, not an error")
+				assert.True(t, res.TimedOut)
+				assert.Nil(t, res.ExitCode)
+				assert.Equal(t, c.stdout, res.Stdout, "the buffered output is kept")
+				assert.Equal(t, c.stderr, res.Stderr)
+				assert.Equal(t, "session_log_observation", res.Metadata["timeoutScope"])
+				assert.Equal(t, c.exit != nil, res.Metadata["commandExitConfirmed"])
+				if c.exit != nil {
+					assert.Equal(t, *c.exit, res.Metadata["observedExitCode"])
+					assert.Equal(t, 0, e.count("DELETE", rSessionD), "an exited command keeps its session")
+				} else {
+					assert.NotContains(t, res.Metadata, "observedExitCode")
+					assert.Equal(t, 1, e.count("DELETE", rSessionD), "the session of a command that may still run is retired")
+				}
+				assertLivePrefix(t, s.rec, res)
+				assert.Equal(t, 1, e.srv.CountDispatches(s.id), "dispatched exactly once")
+			})
+		}
+	}
+}
+
+// TestTimingIsTheReferences: the poll interval, the bound of the fast-path
+// and early status reads and the silent-socket limit are the reference's
+// values; the tables above assert the behaviour with these values.
+func TestTimingIsTheReferences(t *testing.T) {
+	assert.Equal(t, time.Second, cmdexec.PollInterval)
+	assert.Equal(t, 500*time.Millisecond, cmdexec.FastPathBound)
+	assert.Equal(t, 15*time.Second, cmdexec.SilentSocketLimit)
+	assert.Equal(t, pollInterval, cmdexec.PollInterval)
+	assert.Equal(t, fastPathBound, cmdexec.FastPathBound)
+	assert.Equal(t, silentSocketLimit, cmdexec.SilentSocketLimit)
+}
+
+// TestHealthyStreamHasNoLifetimeCap: a follow stream that keeps delivering
+// output (a line every 14 s, under the silent-socket limit) is never cut,
+// however long it lives (an hour here). The command's own
+// exit code comes back with all of its output, nothing is polled, and no
+// timer is left behind. The injected clock makes the hours free.
+func TestHealthyStreamHasNoLifetimeCap(t *testing.T) {
+	const (
+		tick  = 14 * time.Second
+		ticks = 258 // just over an hour
+	)
 	e := newEnv(t, withFakeClock)
-	release := make(chan struct{})
-	e.srv.Inject(fault{Method: "GET", Route: rStatus, Times: 1, Gate: release})
+	g := e.newGate()
 	rec := newRecorder()
 	id := tag()
-	ch := e.start(bashReq("printf 'a\\nb'; printf 'E' >&2; : "+id), rec)
-	// Let the first status read wait until the command has finished.
-	require.NoError(t, e.srv.Await(ctxT(t), func() bool { return e.srv.CountDispatches(id) == 1 }))
-	e.awaitExited()
-	close(release)
+	// until: a read that found the previous writer still there gets EOF and
+	// must wait for the next line.
+	req := bashReq(fmt.Sprintf("for i in $(seq 1 %d); do until read _ < %s; do :; done; printf 't%%04d\\n' $i; done; : %s; exit 3", ticks, g.name, id))
+	req.Timeout = 3 * time.Hour
+	ch := e.start(req, rec)
+	var want strings.Builder
+	for i := 1; i <= ticks; i++ {
+		g.open(t)
+		line := fmt.Sprintf("t%04d\n", i)
+		want.WriteString(line)
+		rec.await(t, "stdout", line)
+		// The silence watchdog was re-armed by this line: moving 14 s on
+		// never lets it fire.
+		require.NoError(t, e.clock.AwaitFreshTimer(ctxT(t), silentSocketLimit), "tick %d", i)
+		e.clock.Advance(tick)
+	}
 	res, err := e.wait(ch)
 	require.NoError(t, err)
-	assert.Equal(t, 0, *res.ExitCode)
-	assert.Equal(t, "a\nb\n", res.Stdout, "the daemon terminates a final line")
-	assert.Equal(t, "E\n", res.Stderr)
-	assert.Equal(t, "fast_path", res.Metadata["logStream"])
-	assert.Equal(t, 0, e.wsCount(), "no follow socket")
-	assert.Equal(t, 1, e.count("GET", rStatus))
-	assert.Equal(t, 1, e.count("GET", rLogs), "one final snapshot")
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, 3, *res.ExitCode)
+	assert.False(t, res.TimedOut)
+	assert.Equal(t, want.String(), res.Stdout)
+	assert.GreaterOrEqual(t, res.Metadata["durationMs"], int64(ticks*tick/time.Millisecond))
+	assert.Equal(t, "followed", res.Metadata["logStream"], "never switched to polling")
+	assert.Equal(t, 1, e.wsCount(), "one follow connection")
 	assertLive(t, rec, res)
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	assert.Equal(t, 1, e.srv.CountDispatches(id), "dispatched exactly once")
+	require.NoError(t, e.clock.AwaitNoTimers(ctxT(t)), "no timer left: %v", e.clock.Pending())
 }

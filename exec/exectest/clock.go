@@ -114,6 +114,26 @@ func (c *FakeClock) AwaitTimer(ctx context.Context, d time.Duration) error {
 	})
 }
 
+// AwaitFreshTimer blocks until a timer of duration d armed at the current
+// fake time is pending (e.g. a watchdog re-armed after activity, not the
+// one armed before it).
+func (c *FakeClock) AwaitFreshTimer(ctx context.Context, d time.Duration) error {
+	return c.Await(ctx, func() bool {
+		for t := range c.timers {
+			if t.d == d && t.deadline.Equal(c.now.Add(d)) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// AwaitNoTimers blocks until no timer is pending (everything the code
+// under test armed was stopped or fired).
+func (c *FakeClock) AwaitNoTimers(ctx context.Context) error {
+	return c.Await(ctx, func() bool { return len(c.timers) == 0 })
+}
+
 // AwaitAnyTimer blocks until a timer armed with one of ds is pending and
 // returns that duration (the first of ds that matches).
 func (c *FakeClock) AwaitAnyTimer(ctx context.Context, ds ...time.Duration) (time.Duration, error) {
