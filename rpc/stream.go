@@ -158,8 +158,11 @@ func (s *stream) classify(line []byte) ([]byte, bool) {
 		s.reject(nil, CodeInvalidRequest, `Invalid Request: "id" must be a string or a number`)
 	case f.has["method"]:
 		return quoteID(line, f), true
+	case isResponse && isSpanAnswer(f.id):
+		// The answer to a span.record: nothing waits for it.
+		s.log.Debug("span.record answered", "error", f.has["error"])
 	case isResponse:
-		// The worker sends the host no requests, so no response is for it.
+		// The worker sends the host no other requests, so no response is for it.
 		s.log.Warn("dropped a response: the worker sent the host no request")
 	default:
 		s.reject(replyID, CodeInvalidRequest, "Invalid Request: neither a request, a notification nor a response")
