@@ -42,8 +42,9 @@ const DefaultMaxFrame = 128 << 20
 // So every response, to a handled request or to a rejected frame, goes
 // through [stream.respond]: the id as the host wrote it, the result encoded
 // straight into the one Write of its frame. The library writes only what the
-// worker originates (execute.log notifications) through WriteObject. Both
-// share writeFrame: one mutex-guarded Write per frame, never over the limit,
+// worker originates (execute.log notifications) through WriteObject; the
+// worker's span.record requests go straight to writeFrame. All share
+// writeFrame: one mutex-guarded Write per frame, never over the limit,
 // nothing after Close.
 type stream struct {
 	in       *bufio.Reader
