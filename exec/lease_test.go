@@ -4,7 +4,6 @@ import (
 	"context"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+	"github.com/daytonaworker/daytona-worker/internal/span/spantest"
 )
 
 func TestSessionSeparatesStreamsAndReusesOneSession(t *testing.T) {
@@ -94,27 +94,40 @@ func TestForgetSessionsAfterRestartSeenByProvider(t *testing.T) {
 	assert.Equal(t, 1, e.count("DELETE", rSessionD), "a forgotten session is not deleted")
 }
 
+// Titles 92 and 93: session.open and session.close spans, the failed ones
+// marked with status code 2 ("!" in Names).
+func TestSessionSpans(t *testing.T) {
+	e := newEnv(t)
+	ctx, rec := spantest.New(ctxT(t))
+	// A failed create marks session.open failed; the next command retries.
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rSession, Status: 500, Times: 1})
+	_, err := e.runner.Execute(ctx, e.target, cmdexec.Request{Command: "true"}, nil)
+	require.Error(t, err)
+	_, err = e.runner.Execute(ctx, e.target, cmdexec.Request{Command: "true"}, nil)
+	require.NoError(t, err)
+	require.NoError(t, e.runner.CloseLease(ctx, e.target.LeaseKey))
+	assert.Equal(t, []string{"session.open!", "session.open", "session.close"}, rec.Names())
+	for _, r := range rec.Records() {
+		assert.Equal(t, "daytona", r.Attributes["paperclip.sandbox.startup.provider"], r.Name)
+	}
+	// Bypass commands open no session, so no span.
+	_, err = e.runner.Execute(ctx, e.target, cmdexec.Request{Command: "true", BypassSession: true}, nil)
+	require.NoError(t, err)
+	assert.Len(t, rec.Records(), 3)
+}
+
 func TestCloseLeaseReportsDeleteFailureWithoutPanicking(t *testing.T) {
-	var mu sync.Mutex
-	var spans []string
-	e := newEnv(t, func(o *cmdexec.Options) {
-		o.Span = func(_ context.Context, name, id string, start, end time.Time, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			spans = append(spans, name+"/"+map[bool]string{true: "ok", false: "failed"}[err == nil])
-		}
-	})
-	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil)
+	e := newEnv(t)
+	ctx, rec := spantest.New(ctxT(t))
+	_, err := e.runner.Execute(ctx, e.target, cmdexec.Request{Command: "true"}, nil)
 	require.NoError(t, err)
 	id := e.runner.SessionID(e.target.LeaseKey)
 	e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSessionD, Status: 500, Times: 1})
-	err = e.runner.CloseLease(ctxT(t), e.target.LeaseKey)
+	err = e.runner.CloseLease(ctx, e.target.LeaseKey)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Failed to delete Daytona session "+id+" during teardown")
 	assert.Equal(t, "", e.runner.SessionID(e.target.LeaseKey), "cleared first")
-	mu.Lock()
-	assert.Equal(t, []string{"session.open/ok", "session.close/failed"}, spans)
-	mu.Unlock()
+	assert.Equal(t, []string{"session.open", "session.close!"}, rec.Names())
 }
 
 func TestRequestValidation(t *testing.T) {

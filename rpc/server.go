@@ -233,7 +233,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 	}
 	if s.reg.inline[req.Method] {
 		defer s.handlers.done()
-		result, err := s.call(context.WithValue(s.base, requestKey{}, r), h, req)
+		result, err := s.call(s.requestContext(r, req), h, req)
 		if !req.Notif {
 			s.reply(req, r, result, err)
 		}
@@ -241,8 +241,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 	}
 	go func() {
 		defer s.handlers.done()
-		ctx := context.WithValue(s.base, requestKey{}, r)
-		result, err := s.call(ctx, h, req)
+		result, err := s.call(s.requestContext(r, req), h, req)
 		if req.Notif {
 			return
 		}

@@ -42,8 +42,9 @@ const DefaultMaxFrame = 128 << 20
 // So every response, to a handled request or to a rejected frame, goes
 // through [stream.respond]: the id as the host wrote it, the result encoded
 // straight into the one Write of its frame. The library writes only what the
-// worker originates (execute.log notifications) through WriteObject. Both
-// share writeFrame: one mutex-guarded Write per frame, never over the limit,
+// worker originates (execute.log notifications) through WriteObject; the
+// worker's span.record requests go straight to writeFrame. All share
+// writeFrame: one mutex-guarded Write per frame, never over the limit,
 // nothing after Close.
 type stream struct {
 	in       *bufio.Reader
@@ -158,8 +159,11 @@ func (s *stream) classify(line []byte) ([]byte, bool) {
 		s.reject(nil, CodeInvalidRequest, `Invalid Request: "id" must be a string or a number`)
 	case f.has["method"]:
 		return quoteID(line, f), true
+	case isResponse && isSpanAnswer(f.id):
+		// The answer to a span.record: nothing waits for it.
+		s.log.Debug("span.record answered", "error", f.has["error"])
 	case isResponse:
-		// The worker sends the host no requests, so no response is for it.
+		// The worker sends the host no other requests, so no response is for it.
 		s.log.Warn("dropped a response: the worker sent the host no request")
 	default:
 		s.reject(replyID, CodeInvalidRequest, "Invalid Request: neither a request, a notification nor a response")

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/daytonaworker/daytona-worker/internal/shell"
+	"github.com/daytonaworker/daytona-worker/internal/span"
 )
 
 // OmitNotice is the warning logged when a directory export is rebuilt
@@ -103,24 +104,34 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 		return 0, 0, &SandboxCommandError{What: "Daytona outbound directory export command", Exit: r.exit, Detail: r.out}
 	}
 
-	body, _, err := t.Client.Files.Download(tctx, t.Sandbox, scratch)
-	if err != nil {
-		return 0, 0, &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err}
-	}
-	defer body.Close()
-	h, err := newHostDir(m.TargetPath, o)
+	// One guard round trip (the confinement check and tar, in one script)
+	// came first.
+	var h *hostDir
+	cr := &countingReader{}
+	var x *extractor
+	err = transfer(tctx, span.Outbound, 1, func() error {
+		body, _, err := t.Client.Files.Download(tctx, t.Sandbox, scratch)
+		if err != nil {
+			return &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err}
+		}
+		defer body.Close()
+		if h, err = newHostDir(m.TargetPath, o); err != nil {
+			return err
+		}
+		cr.r = body
+		x = newExtractor(h.stage, o.Limits)
+		x.omitLinks = omit == nil
+		// The reserve (docs/behavior.md#streaming-export) guards every outbound host write, not only the
+		// fallback's: a hostile sandbox must not be able to fill the host disk.
+		x.beforeWrite = o.reserveCheck(h.dir)
+		if err := x.extract(tctx, cr); err != nil {
+			h.discard()
+			return wrapDownload(m, err)
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, 0, err
-	}
-	cr := &countingReader{r: body}
-	x := newExtractor(h.stage, o.Limits)
-	x.omitLinks = omit == nil
-	// The reserve (docs/behavior.md#streaming-export) guards every outbound host write, not only the
-	// fallback's: a hostile sandbox must not be able to fill the host disk.
-	x.beforeWrite = o.reserveCheck(h.dir)
-	if err := x.extract(tctx, cr); err != nil {
-		h.discard()
-		return 0, 0, wrapDownload(m, err)
 	}
 	if len(x.omitNames) > 0 {
 		h.discard()

@@ -157,20 +157,27 @@ func (t Target) postUpload(ctx context.Context, cmds []Command, o Options) error
 		if c.Cwd != "" {
 			cwd, _ = confine(t.Root, c.Cwd)
 		}
-		timeout := o.commandTimeout(c)
-		cctx, cancel := withTimeout(ctx, timeout)
-		code, stdout, stderr, err := t.RunCommand(cctx, c.Command, cwd, timeout)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("Daytona post-upload command failed: %w", err)
+		if err := traced(ctx, "postUploadCommand", func() error { return t.postUploadOne(ctx, c, cwd, o) }); err != nil {
+			return err
 		}
-		if code != 0 {
-			d := strings.TrimSpace(stderr)
-			if d == "" {
-				d = strings.TrimSpace(stdout)
-			}
-			return &PostUploadError{Exit: code, Detail: d}
+	}
+	return nil
+}
+
+func (t Target) postUploadOne(ctx context.Context, c Command, cwd string, o Options) error {
+	timeout := o.commandTimeout(c)
+	cctx, cancel := withTimeout(ctx, timeout)
+	code, stdout, stderr, err := t.RunCommand(cctx, c.Command, cwd, timeout)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("Daytona post-upload command failed: %w", err)
+	}
+	if code != 0 {
+		d := strings.TrimSpace(stderr)
+		if d == "" {
+			d = strings.TrimSpace(stdout)
 		}
+		return &PostUploadError{Exit: code, Detail: d}
 	}
 	return nil
 }

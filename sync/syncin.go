@@ -13,6 +13,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/shell"
+	"github.com/daytonaworker/daytona-worker/internal/span"
 )
 
 // lazyFile opens its path on first Read and closes at EOF, so a batch of
@@ -82,20 +83,28 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 	}()
 	tctx, cancel := withTimeout(ctx, o.transferTimeout())
 	defer cancel()
-	res, _, err := t.Client.Files.Upload(tctx, t.Sandbox, uploads)
+	// No sandbox round trip precedes the upload: parents are made and
+	// confinement checked by the promote script.
+	err = transfer(ctx, span.Inbound, 0, func() error {
+		res, _, err := t.Client.Files.Upload(tctx, t.Sandbox, uploads)
+		if err != nil {
+			return &transferError{msg: "Daytona syncIn upload failed", err: err}
+		}
+		if len(res.Errors) > 0 {
+			return &transferError{msg: "Daytona syncIn upload failed", err: fmt.Errorf("%s", clip(strings.Join(res.Errors, "; ")))}
+		}
+		for i, m := range ms {
+			if m.Mode == nil {
+				continue
+			}
+			if _, err := t.Client.Files.SetPermissions(tctx, t.Sandbox, scratch[i], daytona.Permissions{Mode: fmt.Sprintf("%o", *m.Mode&0o7777)}); err != nil {
+				return &transferError{msg: "Daytona syncIn setFilePermissions failed", err: err}
+			}
+		}
+		return nil
+	})
 	if err != nil {
-		return 0, 0, &transferError{msg: "Daytona syncIn upload failed", err: err}
-	}
-	if len(res.Errors) > 0 {
-		return 0, 0, &transferError{msg: "Daytona syncIn upload failed", err: fmt.Errorf("%s", clip(strings.Join(res.Errors, "; ")))}
-	}
-	for i, m := range ms {
-		if m.Mode == nil {
-			continue
-		}
-		if _, err := t.Client.Files.SetPermissions(tctx, t.Sandbox, scratch[i], daytona.Permissions{Mode: fmt.Sprintf("%o", *m.Mode&0o7777)}); err != nil {
-			return 0, 0, &transferError{msg: "Daytona syncIn setFilePermissions failed", err: err}
-		}
+		return 0, 0, err
 	}
 	b := t.script(o)
 	for i, m := range ms {
@@ -104,12 +113,8 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 		fmt.Fprintf(b, "p=$(mkconf %s) || exit $?\n", shell.Quote(parent))
 		fmt.Fprintf(b, "mv -f -- %s \"$p\"/%s || exit 43\n", shell.Quote(scratch[i]), shell.Quote(path.Base(target)))
 	}
-	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
-	if err != nil {
+	if err = t.runPhase(tctx, "promote", "Daytona syncIn rename command", b.String(), o); err != nil {
 		return 0, 0, err
-	}
-	if r.exit != 0 {
-		return 0, 0, &SandboxCommandError{What: "Daytona syncIn rename command", Exit: r.exit, Detail: r.out}
 	}
 	return int64(len(ms)), bytes, nil
 }
@@ -171,8 +176,14 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 		err   error
 	}
 	packed := make(chan packResult, 1)
+	// The archive is packed while it uploads: the pack and transfer spans
+	// open together and pack ends first.
+	packSpan := span.Start(tctx, "pack")
 	go func() {
 		n, err := pack(tctx, cw, m.SourcePath, m.Exclude, m.FollowSymlinks, direct)
+		// Ended before the pipe closes, so before the upload can finish.
+		packSpan.SetAttr(span.AttrPackWallMs, packSpan.WallMs())
+		packSpan.End(err)
 		pw.CloseWithError(err)
 		packed <- packResult{n, err}
 	}()
@@ -180,10 +191,13 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	for i := range names {
 		uploads = append(uploads, daytona.UploadFile{Path: directScratch[i], Content: counters[i]})
 	}
-	res, _, uerr := t.Client.Files.Upload(tctx, t.Sandbox, uploads)
-	if uerr == nil && len(res.Errors) > 0 {
-		uerr = fmt.Errorf("%s", clip(strings.Join(res.Errors, "; ")))
-	}
+	uerr := transfer(tctx, span.Inbound, 0, func() error {
+		res, _, err := t.Client.Files.Upload(tctx, t.Sandbox, uploads)
+		if err == nil && len(res.Errors) > 0 {
+			err = fmt.Errorf("%s", clip(strings.Join(res.Errors, "; ")))
+		}
+		return err
+	})
 	// Stop the packer if the upload ended early, then wait for it: no
 	// goroutine outlives the call.
 	pr.CloseWithError(io.ErrClosedPipe)
@@ -225,12 +239,8 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	if m.Mode != nil {
 		fmt.Fprintf(b, "chmod %o \"$t\" || exit 50\n", *m.Mode&0o7777)
 	}
-	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
-	if err != nil {
+	if err = t.runPhase(tctx, "extractTarball", "Daytona syncIn extract command", b.String(), o); err != nil {
 		return 0, 0, nil, err
-	}
-	if r.exit != 0 {
-		return 0, 0, nil, &SandboxCommandError{What: "Daytona syncIn extract command", Exit: r.exit, Detail: r.out}
 	}
 	return pk.files + int64(len(names)), cw.n + directBytes, nil, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/shell"
+	"github.com/daytonaworker/daytona-worker/internal/span"
 )
 
 // downloadFiles is docs/behavior.md#sync-out-files: one validate-and-snapshot round trip, one bulk
@@ -48,38 +49,45 @@ func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (fil
 
 	var hosts hostBatch
 	defer hosts.discard()
-	bd, _, err := t.Client.Files.DownloadFiles(tctx, t.Sandbox, snaps)
-	if err != nil {
-		return 0, 0, &transferError{msg: "Daytona syncOut download failed", err: err}
-	}
-	defer bd.Close()
-	buf := make([]byte, 64<<10)
-	for i, m := range ms {
-		part, err := bd.Next()
-		if err == nil && part.Path != snaps[i] {
-			err = fmt.Errorf("%w: unexpected part", daytona.ErrMalformedResponse)
-		}
-		if err == nil {
-			err = part.Err
-		}
+	// One guard round trip (the validate-and-snapshot script) came first.
+	err = transfer(tctx, span.Outbound, 1, func() error {
+		bd, _, err := t.Client.Files.DownloadFiles(tctx, t.Sandbox, snaps)
 		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
+			return &transferError{msg: "Daytona syncOut download failed", err: err}
+		}
+		defer bd.Close()
+		buf := make([]byte, 64<<10)
+		for i, m := range ms {
+			part, err := bd.Next()
+			if err == nil && part.Path != snaps[i] {
+				err = fmt.Errorf("%w: unexpected part", daytona.ErrMalformedResponse)
 			}
-			return 0, 0, &transferError{msg: "Daytona syncOut download failed" + forPath(m.SourcePath), err: err}
+			if err == nil {
+				err = part.Err
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return &transferError{msg: "Daytona syncOut download failed" + forPath(m.SourcePath), err: err}
+			}
+			h, err := hosts.add(m.TargetPath, m.Mode, o)
+			if err != nil {
+				return err
+			}
+			n, err := writeSparse(h.f, part, buf, o.reserveCheck(filepath.Dir(h.tmp)))
+			if err == nil {
+				err = h.finish()
+			}
+			if err != nil {
+				return &transferError{msg: "Daytona syncOut download failed" + forPath(m.SourcePath), err: err}
+			}
+			bytes += n
 		}
-		h, err := hosts.add(m.TargetPath, m.Mode, o)
-		if err != nil {
-			return 0, 0, err
-		}
-		n, err := writeSparse(h.f, part, buf, o.reserveCheck(filepath.Dir(h.tmp)))
-		if err == nil {
-			err = h.finish()
-		}
-		if err != nil {
-			return 0, 0, &transferError{msg: "Daytona syncOut download failed" + forPath(m.SourcePath), err: err}
-		}
-		bytes += n
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
 	}
 	if err := hosts.publish(); err != nil {
 		return 0, 0, err
