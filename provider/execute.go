@@ -90,13 +90,9 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 			}
 			d.handles.seed(k, sb)
 		}
-		sink := cmdexec.Sink(live.write)
-		if req.BypassSession {
-			// The one-shot API answers once, with everything: streaming that
-			// right before the result would only send it twice.
-			sink = nil
-		}
-		res, err = d.runner.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, sink)
+		// A one-shot execute never calls the sink (exec's rule): its output
+		// reaches the host once, in the result.
+		res, err = d.runner.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, live.write)
 		live.close()
 		if err == nil && !res.TimedOut {
 			d.handles.markFresh(k) // only success proves the sandbox is alive
