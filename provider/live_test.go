@@ -11,6 +11,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/internal/testenv"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/google/uuid"
@@ -124,6 +125,9 @@ func TestSweepNeedsAScopeAndVerifiesLabels(t *testing.T) {
 		return sb
 	}
 	a, b := create("env-1"), create("env-2")
+	// The listing returns every sandbox whatever the filter, as a real list
+	// can: only sweep's own label re-check keeps env-2's sandbox alive.
+	env.Server.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox", ListIgnoresLabels: true})
 	_, err := sweep(ctx, env.Client.Sandboxes, map[string]string{cleanup.LabelProvider: cleanup.ProviderValue})
 	require.Error(t, err, "a sweep of every Daytona sandbox is refused")
 	deleted, err := sweep(ctx, env.Client.Sandboxes, map[string]string{cleanup.LabelProvider: cleanup.ProviderValue, cleanup.LabelEnvironmentID: "env-1"})

@@ -86,6 +86,12 @@ type Fault struct {
 	// public, network-settings) answer success with the new value without
 	// storing it: a later GET still shows the old value.
 	Unsettled bool
+	// ListIgnoresLabels makes a matching listing answer as if its labels
+	// filter were absent, so it returns sandboxes whose labels differ from
+	// the ones asked for: a real list can (an eventually consistent index,
+	// a filter the server does not support), which is why every caller
+	// that acts on a listing re-checks each sandbox's labels itself.
+	ListIgnoresLabels bool
 }
 
 // FaultHandle is an injected fault.

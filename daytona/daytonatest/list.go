@@ -124,6 +124,9 @@ func (c *call) listQuery() (q url.Values, f listFilter, limit int, ok bool) {
 	if limit, ok = parseLimit(q); !ok {
 		c.apiErr(http.StatusBadRequest, "limit must not be greater than 200, limit must not be less than 1")
 	}
+	if c.fault != nil && c.fault.ListIgnoresLabels {
+		f.labels = nil
+	}
 	return q, f, limit, ok
 }
 
