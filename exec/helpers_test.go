@@ -121,11 +121,18 @@ type recorder struct {
 	mu      sync.Mutex
 	calls   []sinkCall
 	changed chan struct{}
+	ended   chan struct{} // closed when the execute it records returned
+	endOnce sync.Once
 }
 
 type sinkCall struct{ stream, text string }
 
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
+func newRecorder() *recorder {
+	return &recorder{changed: make(chan struct{}), ended: make(chan struct{})}
+}
+
+// end records that the execute returned: no more live output can come.
+func (r *recorder) end() { r.endOnce.Do(func() { close(r.ended) }) }
 
 func (r *recorder) sink(stream, text string) error {
 	r.mu.Lock()
@@ -154,10 +161,12 @@ func (r *recorder) all() []sinkCall {
 	return append([]sinkCall(nil), r.calls...)
 }
 
-// await waits until the stream's live text contains s.
+// await waits until the stream's live text contains s. It fails as soon
+// as the execute has returned without streaming s (nothing more can
+// come), so a regression fails at once instead of at the hang guard.
 func (r *recorder) await(t *testing.T, stream, s string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a hang guard only
 	defer cancel()
 	for {
 		r.mu.Lock()
@@ -168,6 +177,11 @@ func (r *recorder) await(t *testing.T, stream, s string) {
 		}
 		select {
 		case <-ch:
+		case <-r.ended:
+			if !strings.Contains(r.text(stream), s) {
+				t.Fatalf("the execute returned and live %s never contained %q (got %q)", stream, s, r.text(stream))
+			}
+			return
 		case <-ctx.Done():
 			t.Fatalf("live %s never contained %q (got %q)", stream, s, r.text(stream))
 		}
@@ -229,6 +243,9 @@ func (e *env) startCtx(ctx context.Context, req cmdexec.Request, rec *recorder) 
 	}
 	go func() {
 		res, err := e.runner.Execute(ctx, e.target, req, sink)
+		if rec != nil {
+			rec.end()
+		}
 		ch <- execOut{res, err}
 	}()
 	return ch
