@@ -152,6 +152,9 @@ func WithTarget(target string) Option {
 
 // WithHTTPClient uses a copy of hc. Its Timeout, if any, is kept (the client
 // adds none); its CheckRedirect is replaced so redirects are never followed.
+// Its Transport serves every call and WebSocket dial; a nil one is Go's
+// default transport, whose pool keeps only 2 idle connections per host, so
+// build hc around [NewTransport] unless a test needs otherwise.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) error {
 		if hc == nil {
@@ -225,14 +228,8 @@ func NewClient(opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("%w: an API key (WithAPIKey) is required", ErrInvalidArgument)
 	}
 	if c.hc == nil {
-		// No Timeout and no ResponseHeaderTimeout: a synchronous exec
-		// answers only when its command ends.
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		// Larger socket buffers: transfers move in 64 KiB pieces, the
-		// default 4 KiB costs a syscall per 4 KiB.
-		tr.WriteBufferSize = 64 << 10
-		tr.ReadBufferSize = 64 << 10
-		c.hc = &http.Client{Transport: tr}
+		// No Timeout: a synchronous exec answers only when its command ends.
+		c.hc = &http.Client{Transport: NewTransport()}
 	}
 	c.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.common.client = c
@@ -489,6 +486,7 @@ func (c *Client) do(ctx context.Context, cl *call, out any) (*Response, error) {
 		}
 		return r, fmt.Errorf("%w: %s: %s", ErrMalformedResponse, cl.rt, c.redact(err.Error()))
 	}
+	drain(resp.Body)
 	return r, nil
 }
 

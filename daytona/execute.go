@@ -87,6 +87,7 @@ func (s *ToolboxService) execute(ctx context.Context, ref SandboxRef, req *Execu
 	})
 	switch {
 	case err == nil:
+		drain(resp.Body)
 		return code, r, nil
 	case cbErr != nil: // the decoder stops at once and returns it
 		return 0, r, cbErr

@@ -104,6 +104,7 @@ func (s *FilesService) Upload(ctx context.Context, ref SandboxRef, files []Uploa
 	if err := json.NewDecoder(limitJSON(resp.Body)).Decode(out); err != nil && !errors.Is(err, io.EOF) {
 		return nil, r, fmt.Errorf("%w: %s: %s", ErrMalformedResponse, rBulkUpload, s.client.redact(err.Error()))
 	}
+	drain(resp.Body)
 	return out, r, nil
 }
 

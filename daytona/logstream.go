@@ -360,6 +360,7 @@ func (s *ToolboxService) GetSessionCommandLogs(ctx context.Context, ref SandboxR
 		}
 		return nil, r, fmt.Errorf("%w: %s: %s", ErrMalformedResponse, rCommandLogs, s.client.redact(err.Error()))
 	}
+	drain(lr)
 	return out, r, nil
 }
 

@@ -328,6 +328,7 @@ func (s *SandboxesService) setter(ctx context.Context, rt *route, idOrName strin
 	if err := json.NewDecoder(limitJSON(resp.Body)).Decode(sb); err != nil || sb.ID == "" {
 		return nil, r, nil
 	}
+	drain(resp.Body)
 	return sb, r, nil
 }
 

@@ -37,9 +37,11 @@ type Options struct {
 	// os.LookupEnv.
 	Env config.EnvLookup
 	// HTTPClient is shared by every Daytona client the driver makes, so
-	// connections are reused across leases and accounts. Nil means a client
-	// with a default transport and no overall timeout (transfers and long
-	// commands must not be cut).
+	// connections are reused across leases and accounts. Nil, or a nil
+	// Transport, means the Daytona client's tuned transport
+	// (daytona.NewTransport: a pool sized for a worker's concurrency,
+	// HTTP/2 where offered), made once per driver; no overall timeout
+	// (transfers and long commands must not be cut).
 	HTTPClient *http.Client
 	// Logger receives diagnostics (never secrets). Nil discards.
 	Logger *slog.Logger
@@ -95,9 +97,11 @@ func New(o Options) *Driver {
 	if d.retryW <= 0 {
 		d.retryW = defaultStartRetryWait
 	}
-	base := http.DefaultTransport
+	var base http.RoundTripper
 	if d.http != nil && d.http.Transport != nil {
 		base = d.http.Transport
+	} else {
+		base = daytona.NewTransport()
 	}
 	hc := &http.Client{Transport: countingTransport{base: base, idle: &d.idle}}
 	if d.http != nil {
