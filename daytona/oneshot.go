@@ -2,6 +2,7 @@ package daytona
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +63,35 @@ var plainJSON = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// Bytes of every lane of a 64-bit word, for scanning 8 bytes at once.
+const (
+	lanes01 = 0x0101010101010101
+	lanes80 = 0x8080808080808080
+)
+
+// plainPrefix is the length of the run of plain bytes (plainJSON) that
+// starts b. Eight bytes are tested at a time while none of them can be
+// special: output is mostly long plain runs, and a byte-at-a-time table
+// lookup was the decoder's own main cost.
+func plainPrefix(b []byte) int {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		w := binary.LittleEndian.Uint64(b[i:])
+		// Exact tests of "some byte is": >= 0x80, < 0x20, '"', '\\'.
+		ascii := w & lanes80
+		ctl := (w - 0x20*lanes01) &^ w & lanes80
+		quote := (w ^ '"'*lanes01 - lanes01) &^ (w ^ '"'*lanes01) & lanes80
+		slash := (w ^ '\\'*lanes01 - lanes01) &^ (w ^ '\\'*lanes01) & lanes80
+		if ascii|ctl|quote|slash != 0 {
+			break
+		}
+	}
+	for i < len(b) && plainJSON[b[i]] {
+		i++
+	}
+	return i
+}
 
 type oneShotDecoder struct {
 	r        io.Reader
@@ -290,10 +320,7 @@ func (d *oneShotDecoder) str(deliver bool) error {
 		}
 		// Plain bytes are copied in one go; output is mostly such runs.
 		b := d.buf[d.pos:d.end]
-		i := 0
-		for i < len(b) && plainJSON[b[i]] {
-			i++
-		}
+		i := plainPrefix(b)
 		out = append(out, b[:i]...)
 		d.pos += i
 		if len(out) >= oneShotFlush {

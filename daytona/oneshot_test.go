@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -311,4 +312,51 @@ func BenchmarkOneShotAnswer8MiB(b *testing.B) {
 			}
 		}
 	})
+}
+
+// plainPrefix agrees with the byte table for every byte value at every
+// position of a word and across the word boundary.
+func TestPlainPrefixMatchesTheTable(t *testing.T) {
+	for c := range 256 {
+		for pos := range 17 {
+			b := bytes.Repeat([]byte{'a'}, 17)
+			b[pos] = byte(c)
+			want := 17
+			if !plainJSON[c] {
+				want = pos
+			}
+			require.Equal(t, want, plainPrefix(b), "byte %#02x at %d", c, pos)
+		}
+	}
+}
+
+// BenchmarkOneShotDecode8MiB is the decoder alone on the 8 MiB answer
+// (lines of 1 KiB) held in memory, next to encoding/json decoding the same
+// answer in the same run: decoder-MB/s ÷ json-MB/s is the figure to track.
+//
+//	go test -run '^$' -bench OneShotDecode8MiB -benchtime 20x -count 3 ./daytona/
+func BenchmarkOneShotDecode8MiB(b *testing.B) {
+	text := strings.Repeat(strings.Repeat("a", 1023)+"\n", 8192)
+	answer, err := json.Marshal(ExecuteResponse{ExitCode: 0, Result: text})
+	require.NoError(b, err)
+	var jsonTook, decTook time.Duration
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		start := time.Now()
+		var res ExecuteResponse
+		if err := json.Unmarshal(answer, &res); err != nil || len(res.Result) != len(text) {
+			b.Fatal(err)
+		}
+		jsonTook += time.Since(start)
+		start = time.Now()
+		n := 0
+		if _, err := decodeOneShot(bytes.NewReader(answer), func(p []byte) error { n += len(p); return nil }); err != nil || n != len(text) {
+			b.Fatal(err)
+		}
+		decTook += time.Since(start)
+	}
+	mbs := func(d time.Duration) float64 { return float64(len(text)) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(mbs(jsonTook), "json-MB/s")
+	b.ReportMetric(mbs(decTook), "decoder-MB/s")
+	b.ReportMetric(jsonTook.Seconds()/decTook.Seconds(), "decoder/json")
 }
