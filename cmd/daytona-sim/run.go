@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/internal/cli"
@@ -40,6 +41,18 @@ isolated machine. Run it only for code you would run yourself.
 
 It serves until SIGINT or SIGTERM (or, with -stop-on-eof, until stdin ends).
 
+-latency D holds every API request, toolbox request and WebSocket upgrade
+for D before serving it, as a network to Daytona would: D stands for the
+whole round trip; WebSocket frames are not delayed.
+
+Emulator only, not part of Daytona's API: GET <apiUrl>/__sim/requests (with
+the same bearer API key) returns the request log as a JSON array of
+{"method","route","status","newConn","webSocket","sandbox"} in arrival
+order; ?since=N skips the first N entries ever logged. route is the route
+template (e.g. "/process/session/{sessionId}/exec"), status is 0 while in
+flight or when no reply came, and newConn marks the first request of a TCP
+connection. It is neither logged nor delayed.
+
 Flags:
 `
 
@@ -57,6 +70,15 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	apiKey := fs.String("api-key", "", "bearer token to accept (default: random)")
 	dir := fs.String("dir", "", "directory for the sandbox trees (default: a temp dir removed on exit)")
 	delay := fs.Duration("transition-delay", 0, "duration of each intermediate lifecycle state (default 5ms)")
+	var latency time.Duration
+	fs.Func("latency", "`duration` to hold every request and WebSocket upgrade, e.g. 40ms (default 0)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("want a non-negative duration such as 40ms")
+		}
+		latency = d
+		return nil
+	})
 	disk := fs.Int64("disk-bytes", 0, "disk allocation of every new sandbox in bytes (default: its disk GiB)")
 	stopOnEOF := fs.Bool("stop-on-eof", false, "also stop when stdin reaches EOF (for a parent that holds a stdin pipe)")
 	verbose := fs.Bool("v", false, "log emulator events to stderr")
@@ -84,6 +106,9 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if *delay > 0 {
 		opts = append(opts, daytonatest.WithTransitionDelay(*delay))
+	}
+	if latency > 0 {
+		opts = append(opts, daytonatest.WithLatency(latency))
 	}
 	if *disk > 0 {
 		opts = append(opts, daytonatest.WithDiskBytes(*disk))

@@ -58,6 +58,11 @@ func WithServer(opts ...daytonatest.Option) Option {
 	return func(c *config) { c.server = append(c.server, opts...) }
 }
 
+// WithLatency makes the emulator hold every request and WebSocket upgrade
+// for d (daytonatest.WithLatency), so a test sees the round trips a real
+// network costs.
+func WithLatency(d time.Duration) Option { return WithServer(daytonatest.WithLatency(d)) }
+
 // WithClient passes options to the client; they are applied after the
 // defaults (URL, key, FastBackOff polling, fast retries), so they win.
 func WithClient(opts ...daytona.Option) Option {
