@@ -134,16 +134,17 @@ func (s *Server) logRequest(r *http.Request, plane, tmpl, path string, newConn b
 	return rec
 }
 
-// handled records that the request's latency is over; false if the
-// client or the server went away first.
-func (s *Server) handled(r *http.Request, rec *Request) bool {
-	if !s.sleep(r.Context(), s.cfg.latency) {
-		return false
+// hold keeps a request for the WithLatency delay; false if the client
+// or the server went away first. A closing server drops the connection:
+// the request was never answered, so it gets no reply (not an empty 200).
+func (s *Server) hold(w http.ResponseWriter, r *http.Request) bool {
+	if s.sleep(r.Context(), s.cfg.latency) {
+		return true
 	}
-	s.mu.Lock()
-	rec.Handled = time.Now()
-	s.mu.Unlock()
-	return true
+	if r.Context().Err() == nil {
+		dropConn(w)
+	}
+	return false
 }
 
 // setSandbox records the sandbox a request resolved to.

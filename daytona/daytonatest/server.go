@@ -344,7 +344,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	plane, rt, params, tmpl, rel, ok := routeOf(r)
 	if !ok {
-		if s.sleep(r.Context(), s.cfg.latency) {
+		if s.hold(w, r) {
 			writeAPIError(w, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
 		}
 		return
@@ -352,9 +352,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rec := s.logRequest(r, plane, tmpl, rel, newConn)
 	sw := &statusWriter{ResponseWriter: w}
 	defer s.finishRequest(rec, sw)
-	if !s.handled(r, rec) {
+	if !s.hold(sw, r) {
 		return
 	}
+	s.mu.Lock()
+	rec.Handled = time.Now()
+	s.mu.Unlock()
 	if plane == planeAPI {
 		s.serveAPI(sw, r, rec, rt, params, rel)
 	} else {

@@ -3,6 +3,7 @@ package testenv
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -22,6 +23,17 @@ func TestStartSandboxIsStartedAndNamed(t *testing.T) {
 
 	named := e.StartSandbox(t, &daytona.CreateSandboxRequest{Name: "given"})
 	require.Equal(t, "given", named.Name)
+}
+
+func TestWithLatencyHoldsRequests(t *testing.T) {
+	const latency = 30 * time.Millisecond
+	e := New(t, WithLatency(latency))
+	e.StartSandbox(t, nil)
+	reqs := e.Server.Requests()
+	require.NotEmpty(t, reqs)
+	for _, r := range reqs {
+		require.GreaterOrEqual(t, r.Handled.Sub(r.Time), latency, "%s %s", r.Method, r.Route)
+	}
 }
 
 func TestStartSimServesOutOfProcess(t *testing.T) {
