@@ -35,17 +35,7 @@ func TestRunServesUntilStdinEOF(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", r.APIURL+"/sandbox", strings.NewReader(`{"name":"sim"}`))
-	req.Header.Set("Authorization", "Bearer k-test")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var sb struct {
-		State           string `json:"state"`
-		ToolboxProxyURL string `json:"toolboxProxyUrl"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sb))
-	resp.Body.Close()
+	sb := createSandbox(t, ctx, r, "sim")
 	assert.Equal(t, "started", sb.State)
 	assert.Equal(t, r.ToolboxProxyURL, sb.ToolboxProxyURL)
 
@@ -56,6 +46,27 @@ func TestRunServesUntilStdinEOF(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("Run did not stop on stdin EOF")
 	}
+}
+
+type sandboxDTO struct {
+	ID              string `json:"id"`
+	State           string `json:"state"`
+	ToolboxProxyURL string `json:"toolboxProxyUrl"`
+}
+
+// createSandbox creates a sandbox named name through the emulator r.
+func createSandbox(t *testing.T, ctx context.Context, r ready, name string) sandboxDTO {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "POST", r.APIURL+"/sandbox", strings.NewReader(`{"name":"`+name+`"}`))
+	req.Header.Set("Authorization", "Bearer "+r.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var sb sandboxDTO
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sb))
+	return sb
 }
 
 func TestRunStopsOnContext(t *testing.T) {
@@ -199,16 +210,7 @@ func TestRunServesRequestLog(t *testing.T) {
 	var r ready
 	require.NoError(t, json.Unmarshal([]byte(line), &r))
 
-	req, _ := http.NewRequestWithContext(ctx, "POST", r.APIURL+"/sandbox", strings.NewReader(`{"name":"logged"}`))
-	req.Header.Set("Authorization", "Bearer k-log")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var sb struct {
-		ID string `json:"id"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sb))
-	resp.Body.Close()
+	sb := createSandbox(t, ctx, r, "logged")
 
 	read := func(query, key string) (int, string) {
 		resp, err := get(t, r.APIURL+"/__sim/requests"+query, key)

@@ -10,9 +10,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -153,6 +155,35 @@ type Sim struct {
 	APIURL, APIKey string
 	// Client is a plain client (production defaults) for the child.
 	Client *daytona.Client
+}
+
+// SimRequest is one entry of the child's request log, as served at
+// daytonatest.SimRequestsPath.
+type SimRequest struct {
+	Method    string `json:"method"`
+	Route     string `json:"route"`
+	Status    int    `json:"status"`
+	NewConn   bool   `json:"newConn"`
+	WebSocket bool   `json:"webSocket"`
+	Sandbox   string `json:"sandbox"`
+}
+
+// Requests reads the child's request log, without the first since
+// entries it ever logged: a benchmark counts the calls and the new
+// connections of what it ran since its last read.
+func (s *Sim) Requests(tb testing.TB, since int) []SimRequest {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), "GET",
+		s.APIURL+daytonatest.SimRequestsPath+"?since="+strconv.Itoa(since), nil)
+	require.NoError(tb, err)
+	req.Header.Set("Authorization", "Bearer "+s.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(tb, err)
+	defer resp.Body.Close()
+	require.Equal(tb, http.StatusOK, resp.StatusCode)
+	var out []SimRequest
+	require.NoError(tb, json.NewDecoder(resp.Body).Decode(&out))
+	return out
 }
 
 // StartSim builds cmd/daytona-sim, starts it with -stop-on-eof and args, and

@@ -40,9 +40,13 @@ func TestStartSimServesOutOfProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/daytona-sim")
 	}
-	sim := StartSim(t)
+	sim := StartSim(t, "-latency", "1ms")
 	sb := StartSandbox(t, sim.Client, nil)
 	require.Equal(t, daytona.SandboxState(daytonatest.StateStarted), sb.State)
+	reqs := sim.Requests(t, 0)
+	require.NotEmpty(t, reqs)
+	require.Equal(t, SimRequest{Method: "POST", Route: "/sandbox", Status: 200, NewConn: true, Sandbox: sb.ID}, reqs[0])
+	require.Equal(t, reqs[1:], sim.Requests(t, 1))
 }
 
 func TestPeakSeesAnAllocation(t *testing.T) {
