@@ -182,9 +182,9 @@ func firstOnConn(r *http.Request) bool {
 	return ok && n.Add(1) == 1
 }
 
-// simRequest is one entry of the SimRequestsPath reply; readers in other
-// languages depend on exactly these names.
-type simRequest struct {
+// SimRequest is one entry of the SimRequestsPath reply, a digest of a
+// Request; readers in other languages depend on exactly these names.
+type SimRequest struct {
 	Method    string `json:"method"`
 	Route     string `json:"route"`
 	Status    int    `json:"status"`
@@ -217,13 +217,13 @@ func (s *Server) serveSimRequests(w http.ResponseWriter, r *http.Request) {
 		}
 		since = n
 	}
-	out := []simRequest{}
+	out := []SimRequest{}
 	s.mu.Lock()
 	for i, rec := range s.requests {
 		if s.requestsGone+i < since {
 			continue
 		}
-		out = append(out, simRequest{Method: rec.Method, Route: rec.Route, Status: rec.Status,
+		out = append(out, SimRequest{Method: rec.Method, Route: rec.Route, Status: rec.Status,
 			NewConn: rec.NewConn, WebSocket: rec.WebSocket, Sandbox: rec.Sandbox})
 	}
 	s.mu.Unlock()

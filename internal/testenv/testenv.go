@@ -157,21 +157,10 @@ type Sim struct {
 	Client *daytona.Client
 }
 
-// SimRequest is one entry of the child's request log, as served at
-// daytonatest.SimRequestsPath.
-type SimRequest struct {
-	Method    string `json:"method"`
-	Route     string `json:"route"`
-	Status    int    `json:"status"`
-	NewConn   bool   `json:"newConn"`
-	WebSocket bool   `json:"webSocket"`
-	Sandbox   string `json:"sandbox"`
-}
-
 // Requests reads the child's request log, without the first since
 // entries it ever logged: a benchmark counts the calls and the new
 // connections of what it ran since its last read.
-func (s *Sim) Requests(tb testing.TB, since int) []SimRequest {
+func (s *Sim) Requests(tb testing.TB, since int) []daytonatest.SimRequest {
 	tb.Helper()
 	req, err := http.NewRequestWithContext(tb.Context(), "GET",
 		s.APIURL+daytonatest.SimRequestsPath+"?since="+strconv.Itoa(since), nil)
@@ -181,7 +170,7 @@ func (s *Sim) Requests(tb testing.TB, since int) []SimRequest {
 	require.NoError(tb, err)
 	defer resp.Body.Close()
 	require.Equal(tb, http.StatusOK, resp.StatusCode)
-	var out []SimRequest
+	var out []daytonatest.SimRequest
 	require.NoError(tb, json.NewDecoder(resp.Body).Decode(&out))
 	return out
 }

@@ -45,7 +45,7 @@ func TestStartSimServesOutOfProcess(t *testing.T) {
 	require.Equal(t, daytona.SandboxState(daytonatest.StateStarted), sb.State)
 	reqs := sim.Requests(t, 0)
 	require.NotEmpty(t, reqs)
-	require.Equal(t, SimRequest{Method: "POST", Route: "/sandbox", Status: 200, NewConn: true, Sandbox: sb.ID}, reqs[0])
+	require.Equal(t, daytonatest.SimRequest{Method: "POST", Route: "/sandbox", Status: 200, NewConn: true, Sandbox: sb.ID}, reqs[0])
 	require.Equal(t, reqs[1:], sim.Requests(t, 1))
 }
 
