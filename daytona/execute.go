@@ -1,7 +1,6 @@
 package daytona
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,7 +32,7 @@ type ExecuteResponse struct {
 //
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona-toolbox/tag/process/POST/process/execute
 func (s *ToolboxService) Execute(ctx context.Context, ref SandboxRef, req *ExecuteRequest) (*ExecuteResponse, *Response, error) {
-	var text bytes.Buffer
+	var text strings.Builder // String() hands over its bytes without a copy
 	code, r, err := s.execute(ctx, ref, req, s.client.jsonLimit, func(p []byte) error {
 		text.Write(p)
 		return nil

@@ -41,91 +41,52 @@ func (c *connCounter) hook(_ net.Conn, s http.ConnState) {
 // WebSocket takes a connection of its own for its life).
 func (c *connCounter) plain() int64 { return c.opened.Load() - c.hijacked.Load() }
 
-// barrier holds every request it gates until n of them are in flight at
-// once, so a wave of n calls provably needs n connections at the same time.
-type barrier struct {
-	mu      sync.Mutex
-	n, in   int
-	release chan struct{}
-}
-
-func (b *barrier) arm(n int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.n, b.in, b.release = n, 0, make(chan struct{})
-}
-
-func (b *barrier) wait(ctx context.Context) {
-	b.mu.Lock()
-	release := b.release
-	if release == nil {
-		b.mu.Unlock()
-		return
-	}
-	b.in++
-	if b.in == b.n {
-		close(release)
-	}
-	b.mu.Unlock()
-	select {
-	case <-release:
-	case <-ctx.Done():
-	}
-}
-
-// countedEmulator serves the emulator on a loopback httptest server (TLS
-// with HTTP/2 offered when tlsH2) whose connections are counted; gate
-// wraps every request before the emulator sees it.
-func countedEmulator(t *testing.T, tlsH2 bool, gate func(*http.Request)) (*daytonatest.Server, *httptest.Server, *connCounter) {
+// tlsEmulator serves the emulator on a loopback TLS httptest server that
+// offers HTTP/2 and counts its connections; gate sees every request first.
+func tlsEmulator(t *testing.T, gate func(*http.Request)) (*daytonatest.Server, *httptest.Server, *connCounter) {
 	t.Helper()
 	emu := daytonatest.New(daytonatest.WithDir(t.TempDir()))
 	var conns connCounter
 	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if gate != nil {
-			gate(r)
-		}
+		gate(r)
 		emu.ServeHTTP(w, r)
 	}))
 	hs.Config.ConnState = conns.hook
 	hs.Config.ErrorLog = log.New(io.Discard, "", 0) // the untrusted dial's handshake failures
-	if tlsH2 {
-		hs.EnableHTTP2 = true
-		hs.StartTLS()
-	} else {
-		hs.Start()
-	}
+	hs.EnableHTTP2 = true
+	hs.StartTLS()
 	t.Cleanup(func() { hs.CloseClientConnections(); hs.Close(); emu.Close() })
 	return emu, hs, &conns
 }
 
 // A second wave of as many calls in flight as the first opens no
-// connection: the client's default pool keeps every connection the first
-// wave opened (Go's default keeps 2 per host and closes the rest).
+// connection (the emulator's request log marks each connection's first
+// request): the client's default pool keeps every connection the first
+// wave opened, where Go's default keeps 2 per host and closes the rest.
 func TestConcurrentCallsReuseEveryConnection(t *testing.T) {
 	const inFlight = 16
-	var gate barrier
-	emu, hs, conns := countedEmulator(t, false, func(r *http.Request) {
-		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/sandbox/") {
-			gate.wait(r.Context())
-		}
-	})
-	c := testenv.Client(t, hs.URL+daytonatest.APIPrefix, emu.APIKey())
-	sb := testenv.StartSandbox(t, c, nil)
-
-	wave := func() int64 {
-		before := conns.plain()
-		gate.arm(inFlight)
+	env := testenv.New(t)
+	sb := env.StartSandbox(t, nil)
+	const route = "/sandbox/{sandboxIdOrName}"
+	wave := func() int {
+		env.Server.ResetRequests()
+		// Every call of the wave is held until all of them are in flight,
+		// so the wave needs inFlight connections at once.
+		gate := make(chan struct{})
+		env.Server.Inject(daytonatest.Fault{Method: http.MethodGet, Route: route, Gate: gate, Times: inFlight})
 		var wg sync.WaitGroup
 		for range inFlight {
 			wg.Go(func() {
-				_, _, err := c.Sandboxes.Get(t.Context(), sb.ID)
+				_, _, err := env.Client.Sandboxes.Get(t.Context(), sb.ID)
 				assert.NoError(t, err)
 			})
 		}
+		require.NoError(t, env.Server.AwaitRequests(t.Context(), http.MethodGet, route, inFlight))
+		close(gate)
 		wg.Wait()
-		return conns.plain() - before
+		return env.Server.NewConnections()
 	}
-	require.GreaterOrEqual(t, wave(), int64(inFlight-1), "the first wave needs a connection per call")
+	require.GreaterOrEqual(t, wave(), inFlight-1, "the first wave needs a connection per call")
 	assert.Zero(t, wave(), "new connections in the second wave")
 }
 
@@ -143,7 +104,7 @@ func trustOnly(hs *httptest.Server) *tls.Config {
 // PTY) succeed with the same settings, over HTTP/1.1.
 func TestTunedTransportOverTLS(t *testing.T) {
 	var protos sync.Map // proto -> true
-	emu, hs, conns := countedEmulator(t, true, func(r *http.Request) { protos.Store(r.Proto, true) })
+	emu, hs, conns := tlsEmulator(t, func(r *http.Request) { protos.Store(r.Proto, true) })
 	tr := daytona.NewTransport()
 	tr.TLSClientConfig = trustOnly(hs)
 	c := testenv.Client(t, hs.URL+daytonatest.APIPrefix, emu.APIKey(), daytona.WithHTTPClient(&http.Client{Transport: tr}))
