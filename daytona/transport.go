@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -33,6 +34,10 @@ const (
 	// socketBuffer: transfers move in 64 KiB pieces; Go's default 4 KiB
 	// buffers cost a syscall per 4 KiB.
 	socketBuffer = 64 << 10
+	// tlsSessions bounds the TLS session cache: a connection that is new
+	// anyway (every WebSocket takes its own) resumes a session instead of
+	// receiving and verifying the certificate chain again.
+	tlsSessions = 64
 	// dialTimeout and tlsHandshakeTimeout bound connection set-up (the
 	// values of Go's default transport); an answer itself has no timeout,
 	// as a synchronous execute answers only when its command ends.
@@ -43,9 +48,10 @@ const (
 
 // NewTransport returns the transport a [Client] uses when it is given no
 // HTTP client: proxy settings from the environment, HTTP/2 when a TLS
-// server offers it (also after the caller sets its own TLSClientConfig or
-// DialContext, which would otherwise turn HTTP/2 off), a connection pool
-// sized for many calls in flight, and no response timeout. WebSocket dials
+// server offers it (also after the caller changes TLSClientConfig or
+// DialContext, which would otherwise turn HTTP/2 off), TLS session
+// resumption, a connection pool sized for many calls in flight, and no
+// response timeout. WebSocket dials
 // (log follow, PTY) go through the same transport, so they share its TLS
 // settings, proxy and dialer; the transport sends them over HTTP/1.1.
 // Share one transport between clients so they share its connections.
@@ -54,6 +60,7 @@ func NewTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           d.DialContext,
+		TLSClientConfig:       &tls.Config{ClientSessionCache: tls.NewLRUClientSessionCache(tlsSessions)},
 		ForceAttemptHTTP2:     true,
 		HTTP2:                 &http.HTTP2Config{SendPingTimeout: h2PingAfter},
 		MaxIdleConns:          maxIdleConns,

@@ -3,7 +3,6 @@ package daytona_test
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"log"
@@ -90,23 +89,33 @@ func TestConcurrentCallsReuseEveryConnection(t *testing.T) {
 	assert.Zero(t, wave(), "new connections in the second wave")
 }
 
-// trustOnly is a TLS config that trusts the test server's certificate and
-// nothing else (not the system roots).
-func trustOnly(hs *httptest.Server) *tls.Config {
+// trustOnly makes tr trust the test server's certificate and nothing else
+// (not the system roots), keeping the rest of its TLS config.
+func trustOnly(tr *http.Transport, hs *httptest.Server) {
 	pool := x509.NewCertPool()
 	pool.AddCert(hs.Certificate())
-	return &tls.Config{RootCAs: pool}
+	tr.TLSClientConfig.RootCAs = pool
 }
 
 // Over TLS, with the server's certificate trusted only through the
 // transport's own TLS config: calls use HTTP/2 when the server offers it,
 // one connection carries them all, and the WebSocket dials (log follow,
-// PTY) succeed with the same settings, over HTTP/1.1.
+// PTY) succeed with the same settings, over HTTP/1.1, resuming the TLS
+// session instead of a full handshake.
 func TestTunedTransportOverTLS(t *testing.T) {
 	var protos sync.Map // proto -> true
-	emu, hs, conns := tlsEmulator(t, func(r *http.Request) { protos.Store(r.Proto, true) })
+	var upgrades, resumed atomic.Int64
+	emu, hs, conns := tlsEmulator(t, func(r *http.Request) {
+		protos.Store(r.Proto, true)
+		if r.Header.Get("Upgrade") != "" {
+			upgrades.Add(1)
+			if r.TLS.DidResume {
+				resumed.Add(1)
+			}
+		}
+	})
 	tr := daytona.NewTransport()
-	tr.TLSClientConfig = trustOnly(hs)
+	trustOnly(tr, hs)
 	c := testenv.Client(t, hs.URL+daytonatest.APIPrefix, emu.APIKey(), daytona.WithHTTPClient(&http.Client{Transport: tr}))
 	ctx, ref := t.Context(), testenv.StartSandbox(t, c, nil).Ref()
 	_, h2 := protos.Load("HTTP/2.0")
@@ -139,6 +148,8 @@ func TestTunedTransportOverTLS(t *testing.T) {
 	_, h1 := protos.Load("HTTP/1.1")
 	assert.True(t, h1, "the WebSocket upgrades went over HTTP/1.1")
 	assert.EqualValues(t, 2, conns.hijacked.Load(), "two WebSockets")
+	assert.EqualValues(t, 2, upgrades.Load())
+	assert.EqualValues(t, 2, resumed.Load(), "the WebSockets' handshakes resumed the calls' TLS session")
 	assert.EqualValues(t, 1, conns.plain(), "still one connection for the calls")
 
 	// Without the transport's config the same server is not trusted: the
