@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -222,4 +223,35 @@ func TestADecodedAnswerIsReadToItsEnd(t *testing.T) {
 		require.Equal(t, "sb-1", sb.ID)
 	}
 	assert.EqualValues(t, 1, conns.plain(), "one connection for every call")
+}
+
+// The WebSocket dial takes the transport's proxy like every call: the API
+// host does not resolve, so only a dial through the proxy reaches it.
+func TestWebSocketsTakeTheTransportsProxy(t *testing.T) {
+	emu := daytonatest.New(daytonatest.WithDir(t.TempDir()))
+	var proxied atomic.Int64
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Host == "daytona.invalid" { // a proxy request names its target
+			proxied.Add(1)
+		}
+		emu.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { proxy.CloseClientConnections(); proxy.Close(); emu.Close() })
+	tr := daytona.NewTransport()
+	u, err := url.Parse(proxy.URL)
+	require.NoError(t, err)
+	tr.Proxy = http.ProxyURL(u)
+	tr.DialContext = (&net.Dialer{Resolver: testenv.OfflineResolver()}).DialContext
+	c := testenv.Client(t, "http://daytona.invalid"+daytonatest.APIPrefix, emu.APIKey(), daytona.WithHTTPClient(&http.Client{Transport: tr}))
+	ctx, ref := t.Context(), testenv.StartSandbox(t, c, nil).Ref()
+	_, err = c.Toolbox.CreateSession(ctx, ref, "s")
+	require.NoError(t, err)
+	ex, _, err := c.Toolbox.ExecuteSessionCommand(ctx, ref, "s", &daytona.SessionExecuteRequest{Command: "echo proxied", RunAsync: true})
+	require.NoError(t, err)
+	before := proxied.Load()
+	var out bytes.Buffer
+	err = c.Toolbox.FollowSessionCommandLogs(ctx, ref, "s", ex.CmdID, nil, func(ch daytona.LogChunk) error { out.Write(ch.Data); return nil })
+	require.NoError(t, err)
+	assert.Equal(t, "proxied\n", out.String())
+	assert.Greater(t, proxied.Load(), before, "the follow's upgrade went through the proxy")
 }
