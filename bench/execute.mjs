@@ -108,24 +108,28 @@ async function startSim(latencyMs) {
   return sim;
 }
 
-// The sim's request log, or null when this build has none.
+// The sim's request log, or null when this build has none. ?since=N skips
+// the first N entries ever logged; the log's own reads are not logged.
 async function simLog(sim) {
   const url = `${sim.config.apiUrl}/__sim/requests`;
   const get = async (since) => {
     const resp = await fetch(`${url}?since=${since}`, { headers: { authorization: `Bearer ${sim.config.apiKey}` } });
     if (!resp.ok) throw new Error(`${url}: ${resp.status}`);
-    return (await resp.json()).filter((e) => !String(e.route).includes("__sim"));
+    const body = await resp.json();
+    if (!Array.isArray(body)) throw new Error(`${url}: not a JSON array`);
+    return body;
   };
+  let seen;
   try {
-    const first = await fetch(`${url}?since=0`, { headers: { authorization: `Bearer ${sim.config.apiKey}` } });
-    const body = first.ok ? await first.json() : null;
-    if (!Array.isArray(body)) return null;
+    seen = (await get(0)).length;
   } catch {
     return null;
   }
-  // since=N counts every entry, the log's own reads included.
-  const total = async () => (await fetch(`${url}?since=0`, { headers: { authorization: `Bearer ${sim.config.apiKey}` } }).then((r) => r.json())).length;
-  return { source: "daytona-sim GET <apiUrl>/__sim/requests", mark: total, since: get };
+  return {
+    source: "daytona-sim GET <apiUrl>/__sim/requests",
+    mark: async () => (seen += (await get(seen)).length),
+    since: get,
+  };
 }
 
 function proxyLog(proxy) {
@@ -389,6 +393,7 @@ function commit() {
 const f0 = (x) => (x === undefined || x === null ? "–" : x.toFixed(0));
 const f1 = (x) => (x === undefined || x === null ? "–" : x.toFixed(1));
 const f2 = (x) => (x === undefined || x === null ? "–" : x.toFixed(2));
+const signed = (x, f) => (x < 0 ? `−${f(-x)}` : `+${f(x)}`);
 const holds = (ok) => (ok === null ? "–" : ok ? "**holds**" : "not met");
 const lat = (r) => `${r.latencyMs} ms`;
 
@@ -414,7 +419,13 @@ function markdown(results) {
   }
   L.push(head.join(""), sep.join(""));
   const row = (label, cell) => L.push(`| ${label} |${rs.map((r) => PATHS.map(([p]) => ` ${cell(r, p)} |`).join("")).join("")}`);
-  row("`echo hi` (round trips)", (r, p) => `${f1(r.echo[p].medianMs)} ms${r.latencyMs > 0 ? ` (${f2(r.echo[p].roundTrips)})` : ""}`);
+  row("`echo hi` (round trips: ms / latency)", (r, p) => `${f1(r.echo[p].medianMs)} ms${r.latencyMs > 0 ? ` (${f2(r.echo[p].roundTrips)})` : ""}`);
+  // What the latency itself costs, without the machine's own time per
+  // command: (ms at this latency − ms at 0 ms) / latency.
+  const r0 = rs.find((r) => r.latencyMs === 0);
+  if (r0 && rs.some((r) => r.latencyMs > 0)) {
+    row("`echo hi`: round trips added by the latency", (r, p) => (r.latencyMs > 0 ? f2((r.echo[p].medianMs - r0.echo[p].medianMs) / r.latencyMs) : ""));
+  }
   for (const [k, label] of [["mib1", "1 MiB of stdout"], ["mib8", "8 MiB of stdout"]]) {
     row(label, (r, p) => `${f1(r[k][p].MiBs)} MiB/s (${f0(r[k][p].medianMs)} ms)`);
     row(`${label}: session / one-shot`, (r, p) => (p === "session" ? `${f2(r[k].ratioSessionToOneShot)}×` : ""));
@@ -442,10 +453,10 @@ function markdown(results) {
     L.push(`| \`echo hi\` at ${rt} ms: session median ≤ 2.2 round trips (≤ ${f0(2.2 * rt)} ms) | ${f1(e.medianMs)} ms = ${f2(e.roundTrips)} round trips | ${holds(e.roundTrips <= 2.2)} |`);
     for (const [k, label] of [["mib1", "1 MiB"], ["mib8", "8 MiB"]]) {
       const d = r[k].session.medianMs - r[k].oneShot.medianMs;
-      L.push(`| ${label} at ${rt} ms: session at most one round trip (+10 %) longer than one-shot (≤ ${f0(1.1 * rt)} ms) | +${f0(d)} ms = ${f2(d / rt)} round trips | ${holds(d <= 1.1 * rt)} |`);
+      L.push(`| ${label} at ${rt} ms: session at most one round trip (+10 %) longer than one-shot (≤ ${f0(1.1 * rt)} ms) | ${signed(d, f0)} ms = ${signed(d / rt, f2)} round trips | ${holds(d <= 1.1 * rt)} |`);
       if (at0) {
         const o = r[k].oneShot.medianMs - at0[k].oneShot.medianMs;
-        L.push(`| ${label} one-shot at ${rt} ms costs one round trip (+10 %) more than at 0 ms | +${f0(o)} ms = ${f2(o / rt)} round trips | ${holds(o <= 1.1 * rt)} |`);
+        L.push(`| ${label} one-shot at ${rt} ms costs one round trip (+10 %) more than at 0 ms | ${signed(o, f0)} ms = ${signed(o / rt, f2)} round trips | ${holds(o <= 1.1 * rt)} |`);
       }
     }
   }
