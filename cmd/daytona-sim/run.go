@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/internal/cli"
@@ -40,8 +41,94 @@ isolated machine. Run it only for code you would run yourself.
 
 It serves until SIGINT or SIGTERM (or, with -stop-on-eof, until stdin ends).
 
+-latency D holds every API request, toolbox request and WebSocket upgrade
+for D before serving it, as a network to Daytona would: D stands for the
+whole round trip; WebSocket frames are not delayed.
+
+Emulator only, not part of Daytona's API: GET <apiUrl>/__sim/requests (with
+the same bearer API key) returns the request log as a JSON array of
+{"method","route","status","newConn","webSocket","sandbox"} in arrival
+order; ?since=N skips the first N entries ever logged. route is the route
+template (e.g. "/process/session/{sessionId}/exec"), status is 0 while in
+flight or when no reply came, and newConn marks the first request of a TCP
+connection. It is neither logged nor delayed.
+
 Flags:
 `
+
+// settings is the parsed command line.
+type settings struct {
+	port                     int
+	apiKey, dir              string
+	transitionDelay, latency time.Duration
+	diskBytes                int64
+	stopOnEOF, verbose       bool
+}
+
+// parseArgs parses the command line. help is true when it printed the
+// usage to stdout (for -h, -help, --help).
+func parseArgs(args []string, stdout io.Writer) (st settings, help bool, err error) {
+	fs := flag.NewFlagSet("daytona-sim", flag.ContinueOnError)
+	// Errors are reported by main as one line; help goes to stdout in full.
+	fs.SetOutput(io.Discard)
+	fs.IntVar(&st.port, "port", 0, "TCP port on 127.0.0.1 (0 picks a free one)")
+	fs.StringVar(&st.apiKey, "api-key", "", "bearer token to accept (default: random)")
+	fs.StringVar(&st.dir, "dir", "", "directory for the sandbox trees (default: a temp dir removed on exit)")
+	fs.DurationVar(&st.transitionDelay, "transition-delay", 0, "duration of each intermediate lifecycle state (default 5ms)")
+	// A Func, not a Duration flag: the flag package reports a bad
+	// Duration as a bare "parse error".
+	fs.Func("latency", "`duration` to hold every request and WebSocket upgrade, e.g. 40ms (default 0)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return errors.New("want a non-negative duration such as 40ms")
+		}
+		st.latency = d
+		return nil
+	})
+	fs.Int64Var(&st.diskBytes, "disk-bytes", 0, "disk allocation of every new sandbox in bytes (default: its disk GiB)")
+	fs.BoolVar(&st.stopOnEOF, "stop-on-eof", false, "also stop when stdin reaches EOF (for a parent that holds a stdin pipe)")
+	fs.BoolVar(&st.verbose, "v", false, "log emulator events to stderr")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageHead)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return st, true, nil
+		}
+		return st, false, usagef("%v", err)
+	}
+	if fs.NArg() > 0 {
+		return st, false, usagef("unexpected argument %q", fs.Arg(0))
+	}
+	if st.port < 0 || st.port > 65535 {
+		return st, false, usagef("invalid -port %d", st.port)
+	}
+	return st, false, nil
+}
+
+// options are the emulator options the settings ask for.
+func (st settings) options(stderr io.Writer) []daytonatest.Option {
+	var opts []daytonatest.Option
+	if st.apiKey != "" {
+		opts = append(opts, daytonatest.WithAPIKey(st.apiKey))
+	}
+	if st.dir != "" {
+		opts = append(opts, daytonatest.WithDir(st.dir))
+	}
+	if st.transitionDelay > 0 {
+		opts = append(opts, daytonatest.WithTransitionDelay(st.transitionDelay))
+	}
+	if st.latency > 0 {
+		opts = append(opts, daytonatest.WithLatency(st.latency))
+	}
+	if st.diskBytes > 0 {
+		opts = append(opts, daytonatest.WithDiskBytes(st.diskBytes))
+	}
+	if st.verbose {
+		opts = append(opts, daytonatest.WithLogf(func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }))
+	}
+	return opts
+}
 
 // Run serves the emulator until ctx ends, or until stdin reaches EOF when
 // -stop-on-eof is given, so that a parent that spawned it with a stdin pipe
@@ -50,50 +137,13 @@ Flags:
 // the sandbox trees live in a temporary directory that is removed on exit.
 // It returns nil on a clean stop.
 func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("daytona-sim", flag.ContinueOnError)
-	// Errors are reported by main as one line; help goes to stdout in full.
-	fs.SetOutput(io.Discard)
-	port := fs.Int("port", 0, "TCP port on 127.0.0.1 (0 picks a free one)")
-	apiKey := fs.String("api-key", "", "bearer token to accept (default: random)")
-	dir := fs.String("dir", "", "directory for the sandbox trees (default: a temp dir removed on exit)")
-	delay := fs.Duration("transition-delay", 0, "duration of each intermediate lifecycle state (default 5ms)")
-	disk := fs.Int64("disk-bytes", 0, "disk allocation of every new sandbox in bytes (default: its disk GiB)")
-	stopOnEOF := fs.Bool("stop-on-eof", false, "also stop when stdin reaches EOF (for a parent that holds a stdin pipe)")
-	verbose := fs.Bool("v", false, "log emulator events to stderr")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, usageHead)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return nil
-		}
-		return usagef("%v", err)
+	st, help, err := parseArgs(args, stdout)
+	if err != nil || help {
+		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
-	}
-	if *port < 0 || *port > 65535 {
-		return usagef("invalid -port %d", *port)
-	}
-	var opts []daytonatest.Option
-	if *apiKey != "" {
-		opts = append(opts, daytonatest.WithAPIKey(*apiKey))
-	}
-	if *dir != "" {
-		opts = append(opts, daytonatest.WithDir(*dir))
-	}
-	if *delay > 0 {
-		opts = append(opts, daytonatest.WithTransitionDelay(*delay))
-	}
-	if *disk > 0 {
-		opts = append(opts, daytonatest.WithDiskBytes(*disk))
-	}
-	if *verbose {
-		opts = append(opts, daytonatest.WithLogf(func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }))
-	}
-	srv := daytonatest.New(opts...)
+	srv := daytonatest.New(st.options(stderr)...)
 	defer srv.Close()
-	apiURL, err := srv.Start("127.0.0.1:" + strconv.Itoa(*port))
+	apiURL, err := srv.Start("127.0.0.1:" + strconv.Itoa(st.port))
 	if err != nil {
 		return err
 	}
@@ -107,7 +157,7 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fmt.Fprintf(stderr, "daytona-sim: serving %s\n", apiURL)
 
 	eof := make(chan struct{})
-	if *stopOnEOF && stdin != nil {
+	if st.stopOnEOF && stdin != nil {
 		// This goroutine may outlive Run if stdin never ends; it only reads.
 		go func() {
 			_, _ = io.Copy(io.Discard, stdin)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,17 +35,7 @@ func TestRunServesUntilStdinEOF(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "POST", r.APIURL+"/sandbox", strings.NewReader(`{"name":"sim"}`))
-	req.Header.Set("Authorization", "Bearer k-test")
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var sb struct {
-		State           string `json:"state"`
-		ToolboxProxyURL string `json:"toolboxProxyUrl"`
-	}
-	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sb))
-	resp.Body.Close()
+	sb := createSandbox(t, ctx, r, "sim")
 	assert.Equal(t, "started", sb.State)
 	assert.Equal(t, r.ToolboxProxyURL, sb.ToolboxProxyURL)
 
@@ -55,6 +46,27 @@ func TestRunServesUntilStdinEOF(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("Run did not stop on stdin EOF")
 	}
+}
+
+type sandboxDTO struct {
+	ID              string `json:"id"`
+	State           string `json:"state"`
+	ToolboxProxyURL string `json:"toolboxProxyUrl"`
+}
+
+// createSandbox creates a sandbox named name through the emulator r.
+func createSandbox(t *testing.T, ctx context.Context, r ready, name string) sandboxDTO {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "POST", r.APIURL+"/sandbox", strings.NewReader(`{"name":"`+name+`"}`))
+	req.Header.Set("Authorization", "Bearer "+r.APIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var sb sandboxDTO
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&sb))
+	return sb
 }
 
 func TestRunStopsOnContext(t *testing.T) {
@@ -127,12 +139,94 @@ func TestRunUsageErrors(t *testing.T) {
 	// of serving until the test times out.
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	for _, args := range [][]string{{"-port", "-1"}, {"extra"}, {"-stdin-eof=false"}, {"-nope"}, {"-port"}} {
+	for _, args := range [][]string{{"-port", "-1"}, {"extra"}, {"-stdin-eof=false"}, {"-nope"}, {"-port"},
+		{"-latency", "40"}, {"-latency", "-1ms"}, {"-latency", "soon"}, {"-latency"}} {
 		var errb bytes.Buffer
 		err := Run(ctx, args, nil, io.Discard, &errb)
 		require.Error(t, err, "%q", args)
 		assert.Equal(t, 2, cli.ExitCode(err), "%q", args)
 		assert.NotContains(t, err.Error(), "\n", "one line: %q", args)
 		assert.Empty(t, errb.String(), "the error is reported once, by main")
+		if args[0] == "-latency" {
+			assert.Contains(t, err.Error(), "-latency", "names the flag: %q", args)
+		}
+		if len(args) == 2 && args[0] == "-latency" {
+			assert.Contains(t, err.Error(), "duration such as 40ms", "says what it wants: %q", args)
+		}
 	}
+}
+
+// TestLatencyFlag: -latency D reaches the emulator, which then handles a
+// request no sooner than D after it arrived (its own stamps: no wall
+// clock bound).
+func TestLatencyFlag(t *testing.T) {
+	st, help, err := parseArgs([]string{"-latency", "40ms", "-dir", t.TempDir()}, io.Discard)
+	require.NoError(t, err)
+	require.False(t, help)
+	assert.Equal(t, 40*time.Millisecond, st.latency)
+	none, _, err := parseArgs(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, none.latency, "no latency unless asked for")
+
+	srv := daytonatest.New(st.options(io.Discard)...)
+	defer srv.Close()
+	apiURL, err := srv.Start("")
+	require.NoError(t, err)
+	resp, err := get(t, apiURL+"/sandbox", srv.APIKey())
+	require.NoError(t, err)
+	resp.Body.Close()
+	reqs := srv.Requests()
+	require.Len(t, reqs, 1)
+	assert.GreaterOrEqual(t, reqs[0].Handled.Sub(reqs[0].Time), 40*time.Millisecond)
+}
+
+func get(t *testing.T, url, key string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// TestRunServesRequestLog: the emulator-only request log that benchmarks
+// in other processes read, with the API key and ?since.
+func TestRunServesRequestLog(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"-api-key", "k-log", "-dir", t.TempDir(), "-latency", "1ms"}, nil, outW, io.Discard)
+		outW.Close()
+	}()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	require.NoError(t, err)
+	go io.Copy(io.Discard, outR)
+	var r ready
+	require.NoError(t, json.Unmarshal([]byte(line), &r))
+
+	sb := createSandbox(t, ctx, r, "logged")
+
+	read := func(query, key string) (int, string) {
+		resp, err := get(t, r.APIURL+"/__sim/requests"+query, key)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	st, body := read("", "k-log")
+	require.Equal(t, http.StatusOK, st, body)
+	assert.JSONEq(t, `[{"method":"POST","route":"/sandbox","status":200,"newConn":true,"webSocket":false,"sandbox":"`+sb.ID+`"}]`, body)
+	st, body = read("?since=1", "k-log")
+	require.Equal(t, http.StatusOK, st, body)
+	assert.JSONEq(t, `[]`, body)
+	st, body = read("", "")
+	assert.Equal(t, http.StatusUnauthorized, st, body)
+	assert.NotContains(t, body, "k-log")
 }

@@ -8,82 +8,12 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 )
 
 const (
 	planeAPI     = "api"
 	planeToolbox = "toolbox"
 )
-
-// maxRequestLog bounds the request log; the oldest half is dropped.
-const maxRequestLog = 200000
-
-// Request is one entry of the request log.
-type Request struct {
-	Time   time.Time
-	Plane  string // "api" or "toolbox"
-	Method string
-	// Route is the matched route template, relative to the plane base
-	// (e.g. "/sandbox/{sandboxIdOrName}/start", "/process/session/{sessionId}/exec");
-	// for unknown routes it is the concrete path.
-	Route string
-	// Path is the concrete path relative to the plane base (toolbox paths
-	// without the leading /<sandboxId>).
-	Path    string
-	Query   string      // raw query string
-	Header  http.Header // request headers; Authorization and preview tokens redacted
-	Sandbox string      // sandbox id resolved from the path ("" if none or unknown)
-	// Status is the reply status: 0 while in flight and for replies that
-	// never came (dropped connection, hang until the client gave up);
-	// 101 for WebSocket upgrades.
-	Status    int
-	WebSocket bool
-	Fault     bool // a fault rule applied to this request
-	Done      bool // the handler has returned
-}
-
-// Requests returns a copy of the request log, in arrival order.
-func (s *Server) Requests() []Request {
-	s.init()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	for i, r := range s.requests {
-		out[i] = *r
-		out[i].Header = r.Header.Clone()
-	}
-	return out
-}
-
-// CountRequests counts logged requests with this method ("" = any) whose
-// route matches route (a template or concrete path, as in Fault.Route;
-// "" = any). Requests are counted on arrival.
-func (s *Server) CountRequests(method, route string) int {
-	n := 0
-	for _, r := range s.Requests() {
-		if method != "" && !strings.EqualFold(method, r.Method) {
-			continue
-		}
-		if routeMatches(route, r.Route, r.Path) {
-			n++
-		}
-	}
-	return n
-}
-
-// AwaitRequests waits until at least n requests match (as CountRequests).
-func (s *Server) AwaitRequests(ctx context.Context, method, route string, n int) error {
-	return s.Await(ctx, func() bool { return s.CountRequests(method, route) >= n })
-}
-
-// ResetRequests empties the request log.
-func (s *Server) ResetRequests() {
-	s.init()
-	s.mu.Lock()
-	s.requests = nil
-	s.mu.Unlock()
-}
 
 type handlerFunc func(*call)
 
@@ -150,49 +80,15 @@ func (c *call) ctx() context.Context { return c.r.Context() }
 
 func (c *call) param(k string) string { return c.params[k] }
 
-func (s *Server) logRequest(r *http.Request, plane, tmpl, path, sbID string) *Request {
-	h := r.Header.Clone()
-	for _, k := range []string{"Authorization", "X-Daytona-Preview-Token", "Cookie"} {
-		if h.Get(k) != "" {
-			h.Set(k, "[redacted]")
-		}
-	}
-	rec := &Request{Time: time.Now(), Plane: plane, Method: r.Method, Route: tmpl, Path: path, Query: r.URL.RawQuery,
-		Header: h, Sandbox: sbID}
-	s.mu.Lock()
-	if len(s.requests) >= maxRequestLog {
-		// Bound memory for long-running use (cmd/daytona-sim).
-		s.requests = append([]*Request(nil), s.requests[len(s.requests)/2:]...)
-	}
-	s.requests = append(s.requests, rec)
-	s.notifyLocked()
-	s.mu.Unlock()
-	return rec
-}
-
-func (s *Server) finishRequest(rec *Request, sw *statusWriter) {
-	s.mu.Lock()
-	rec.Done = true
-	if sw.status != 0 && !(sw.hijack && sw.status != http.StatusSwitchingProtocols) {
-		rec.Status = sw.status
-	}
-	if sw.status == http.StatusSwitchingProtocols {
-		rec.WebSocket = true
-	}
-	s.notifyLocked()
-	s.mu.Unlock()
-}
-
-// serve runs a matched request through auth, faults and the handler.
-func (s *Server) serve(w http.ResponseWriter, r *http.Request, plane string, rt *route, params map[string]string, path string, sb *sandbox, sbName string) {
+// serve runs a matched request through faults and the handler; auth and
+// the latency are behind it, rec is its log entry and sw its writer.
+func (s *Server) serve(sw *statusWriter, r *http.Request, rec *Request, rt *route, params map[string]string, path string, sb *sandbox, sbName string) {
 	sbID := ""
 	if sb != nil {
 		sbID = sb.id
 	}
-	rec := s.logRequest(r, plane, rt.tmpl, path, sbID)
-	sw := &statusWriter{ResponseWriter: w}
-	defer s.finishRequest(rec, sw)
-	c := &call{s: s, w: sw, r: r, plane: plane, params: params, sb: sb, rec: rec}
+	s.setSandbox(rec, sbID)
+	c := &call{s: s, w: sw, r: r, plane: rec.Plane, params: params, sb: sb, rec: rec}
 
 	f := s.matchFault(r.Method, rt.tmpl, path, sbID, sbName)
 	if f != nil {
@@ -229,7 +125,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, plane string, rt 
 			s.hang(r.Context())
 			return
 		case f.Status != 0 && !f.RefuseStartWhileStopping:
-			writeFaultStatus(sw, r, plane, f)
+			writeFaultStatus(sw, r, rec.Plane, f)
 			return
 		case f.Perform:
 			// Perform without a replacement: nothing else to do, the
@@ -296,14 +192,32 @@ var routes = mkRoutes([]route{
 	{plane: planeToolbox, method: "POST", tmpl: "/files/bulk-upload", h: tbBulkUpload},
 })
 
+// route is the first, state-free step of serving a request: it finds the
+// plane and route of r, so the request is logged on arrival, before the
+// latency; ok is false outside both planes.
+func routeOf(r *http.Request) (plane string, rt *route, params map[string]string, tmpl, rel string, ok bool) {
+	path := r.URL.Path
+	switch {
+	case path == APIPrefix || strings.HasPrefix(path, APIPrefix+"/"):
+		plane, rel = planeAPI, strings.TrimPrefix(path, APIPrefix)
+	case strings.HasPrefix(path, ToolboxPrefix+"/"):
+		// <toolboxProxyUrl>/<sandboxId>/<path>: routes are relative to the sandbox.
+		_, rest, _ := strings.Cut(strings.TrimPrefix(path, ToolboxPrefix+"/"), "/")
+		plane, rel = planeToolbox, "/"+rest
+	default:
+		return "", nil, nil, "", "", false
+	}
+	rt, params = matchRoute(plane, r.Method, rel)
+	if rt == nil || (plane == planeToolbox && rel == "/") {
+		return plane, nil, nil, rel, rel, true
+	}
+	return plane, rt, params, rt.tmpl, rel, true
+}
+
 // serveAPI dispatches a control-plane request; rel is the path after /api.
-func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rel string) {
-	rt, params := matchRoute(planeAPI, r.Method, rel)
+func (s *Server) serveAPI(w *statusWriter, r *http.Request, rec *Request, rt *route, params map[string]string, rel string) {
 	if rt == nil {
-		rec := s.logRequest(r, planeAPI, rel, rel, "")
-		sw := &statusWriter{ResponseWriter: w}
-		writeAPIError(sw, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
-		s.finishRequest(rec, sw)
+		writeAPIError(w, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
 		return
 	}
 	var sb *sandbox
@@ -333,21 +247,15 @@ func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request, rel string) {
 		name = peek.Name
 	}
 	if !bearerOK(r, s.cfg.apiKey) {
-		rec := s.logRequest(r, planeAPI, rt.tmpl, rel, "")
-		sw := &statusWriter{ResponseWriter: w}
-		writeAPIError(sw, r, http.StatusUnauthorized, "Unauthorized")
-		s.finishRequest(rec, sw)
+		writeAPIError(w, r, http.StatusUnauthorized, "Unauthorized")
 		return
 	}
-	s.serve(w, r, planeAPI, rt, params, rel, sb, name)
+	s.serve(w, r, rec, rt, params, rel, sb, name)
 }
 
-// serveToolbox dispatches <toolboxProxyUrl>/<sandboxId>/<path>.
-func (s *Server) serveToolbox(w http.ResponseWriter, r *http.Request, rel string) {
-	rel = strings.TrimPrefix(rel, "/")
-	id, rest, _ := strings.Cut(rel, "/")
-	rest = "/" + rest
-	rt, params := matchRoute(planeToolbox, r.Method, rest)
+// serveToolbox dispatches <toolboxProxyUrl>/<sandboxId>/<rel>.
+func (s *Server) serveToolbox(w *statusWriter, r *http.Request, rec *Request, rt *route, params map[string]string, rel string) {
+	id, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, ToolboxPrefix+"/"), "/")
 	s.mu.Lock()
 	sb := s.sandboxes[id]
 	if sb != nil && !sb.visibleLocked() {
@@ -358,22 +266,15 @@ func (s *Server) serveToolbox(w http.ResponseWriter, r *http.Request, rel string
 		name, token = sb.name, sb.previewToken
 	}
 	s.mu.Unlock()
-	sbID := ""
 	if sb != nil {
-		sbID = sb.id
+		s.setSandbox(rec, sb.id)
 	}
-	if rt == nil || rest == "/" {
-		rec := s.logRequest(r, planeToolbox, rest, rest, sbID)
-		sw := &statusWriter{ResponseWriter: w}
-		writeToolboxError(sw, r, http.StatusNotFound, "not found")
-		s.finishRequest(rec, sw)
+	if rt == nil {
+		writeToolboxError(w, r, http.StatusNotFound, "not found")
 		return
 	}
 	if !bearerOK(r, s.cfg.apiKey) && (token == "" || r.Header.Get("X-Daytona-Preview-Token") != token) {
-		rec := s.logRequest(r, planeToolbox, rt.tmpl, rest, sbID)
-		sw := &statusWriter{ResponseWriter: w}
-		writeToolboxError(sw, r, http.StatusUnauthorized, "invalid or missing authentication")
-		s.finishRequest(rec, sw)
+		writeToolboxError(w, r, http.StatusUnauthorized, "invalid or missing authentication")
 		return
 	}
 	wrapped := *rt
@@ -382,5 +283,5 @@ func (s *Server) serveToolbox(w http.ResponseWriter, r *http.Request, rel string
 			rt.h(c)
 		}
 	}
-	s.serve(w, r, planeToolbox, &wrapped, params, rest, sb, name)
+	s.serve(w, r, rec, &wrapped, params, rel, sb, name)
 }

@@ -43,6 +43,7 @@ type config struct {
 	dir             string
 	transitionDelay time.Duration
 	diskBytes       int64
+	latency         time.Duration
 	logf            func(format string, args ...any)
 }
 
@@ -70,6 +71,16 @@ func WithTransitionDelay(d time.Duration) Option {
 // (default: the sandbox's "disk" GiB).
 func WithDiskBytes(n int64) Option { return func(c *config) { c.diskBytes = n } }
 
+// WithLatency delays every request of both planes, WebSocket upgrades
+// included, by d before the emulator handles it, as a network between the
+// client and Daytona would: d is the whole round trip of a request (the
+// reply is not delayed again) and WebSocket frames are not delayed. The
+// delay ends early when the client gives up or the server closes.
+// Requests are logged on arrival, before the delay (Request.Handled is
+// when it ended); test-side controls and Await helpers are never delayed.
+// Zero or less means none (the default).
+func WithLatency(d time.Duration) Option { return func(c *config) { c.latency = max(d, 0) } }
+
 // WithLogf sets a debug logger (e.g. t.Logf). Secrets are never passed to it.
 func WithLogf(logf func(format string, args ...any)) Option { return func(c *config) { c.logf = logf } }
 
@@ -89,8 +100,11 @@ type Server struct {
 	holds     map[string]int
 	faults    []*FaultHandle
 	requests  []*Request
-	dispatch  []Dispatch
-	closed    bool
+	// requestsGone counts entries removed from the front of requests
+	// (ResetRequests, the log's bound), for SimRequestsPath's since.
+	requestsGone int
+	dispatch     []Dispatch
+	closed       bool
 
 	baseURL atomic.Value // string: scheme://host:port once known (Start)
 
@@ -136,6 +150,7 @@ func (s *Server) Start(addr string) (string, error) {
 	_ = hs.Listener.Close()
 	hs.Listener = ln
 	hs.Config.ReadHeaderTimeout = 10 * time.Second
+	hs.Config.ConnContext = connContext // for Request.NewConn
 	hs.Start()
 	s.mu.Lock()
 	s.httpSv = hs
@@ -318,17 +333,35 @@ func randHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-// ServeHTTP implements http.Handler for both planes.
+// ServeHTTP implements http.Handler for both planes. Each request is
+// logged on arrival, then held for the WithLatency delay, then served.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.init()
-	path := r.URL.Path
-	switch {
-	case path == APIPrefix || strings.HasPrefix(path, APIPrefix+"/"):
-		s.serveAPI(w, r, strings.TrimPrefix(path, APIPrefix))
-	case strings.HasPrefix(path, ToolboxPrefix+"/"):
-		s.serveToolbox(w, r, strings.TrimPrefix(path, ToolboxPrefix))
-	default:
-		writeAPIError(w, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, path))
+	newConn := firstOnConn(r)
+	if r.URL.Path == APIPrefix+SimRequestsPath {
+		s.serveSimRequests(w, r)
+		return
+	}
+	plane, rt, params, tmpl, rel, ok := routeOf(r)
+	if !ok {
+		if s.hold(w, r) {
+			writeAPIError(w, r, http.StatusNotFound, fmt.Sprintf("Cannot %s %s", r.Method, r.URL.Path))
+		}
+		return
+	}
+	rec := s.logRequest(r, plane, tmpl, rel, newConn)
+	sw := &statusWriter{ResponseWriter: w}
+	defer s.finishRequest(rec, sw)
+	if !s.hold(sw, r) {
+		return
+	}
+	s.mu.Lock()
+	rec.Handled = time.Now()
+	s.mu.Unlock()
+	if plane == planeAPI {
+		s.serveAPI(sw, r, rec, rt, params, rel)
+	} else {
+		s.serveToolbox(sw, r, rec, rt, params, rel)
 	}
 }
 

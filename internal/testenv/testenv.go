@@ -10,9 +10,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -57,6 +59,11 @@ type Option func(*config)
 func WithServer(opts ...daytonatest.Option) Option {
 	return func(c *config) { c.server = append(c.server, opts...) }
 }
+
+// WithLatency makes the emulator hold every request and WebSocket upgrade
+// for d (daytonatest.WithLatency), so a test sees the round trips a real
+// network costs.
+func WithLatency(d time.Duration) Option { return WithServer(daytonatest.WithLatency(d)) }
 
 // WithClient passes options to the client; they are applied after the
 // defaults (URL, key, FastBackOff polling, fast retries), so they win.
@@ -148,6 +155,24 @@ type Sim struct {
 	APIURL, APIKey string
 	// Client is a plain client (production defaults) for the child.
 	Client *daytona.Client
+}
+
+// Requests reads the child's request log, without the first since
+// entries it ever logged: a benchmark counts the calls and the new
+// connections of what it ran since its last read.
+func (s *Sim) Requests(tb testing.TB, since int) []daytonatest.SimRequest {
+	tb.Helper()
+	req, err := http.NewRequestWithContext(tb.Context(), "GET",
+		s.APIURL+daytonatest.SimRequestsPath+"?since="+strconv.Itoa(since), nil)
+	require.NoError(tb, err)
+	req.Header.Set("Authorization", "Bearer "+s.APIKey)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(tb, err)
+	defer resp.Body.Close()
+	require.Equal(tb, http.StatusOK, resp.StatusCode)
+	var out []daytonatest.SimRequest
+	require.NoError(tb, json.NewDecoder(resp.Body).Decode(&out))
+	return out
 }
 
 // StartSim builds cmd/daytona-sim, starts it with -stop-on-eof and args, and

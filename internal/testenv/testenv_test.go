@@ -3,6 +3,7 @@ package testenv
 import (
 	"os"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,13 +25,28 @@ func TestStartSandboxIsStartedAndNamed(t *testing.T) {
 	require.Equal(t, "given", named.Name)
 }
 
+func TestWithLatencyHoldsRequests(t *testing.T) {
+	const latency = 30 * time.Millisecond
+	e := New(t, WithLatency(latency))
+	e.StartSandbox(t, nil)
+	reqs := e.Server.Requests()
+	require.NotEmpty(t, reqs)
+	for _, r := range reqs {
+		require.GreaterOrEqual(t, r.Handled.Sub(r.Time), latency, "%s %s", r.Method, r.Route)
+	}
+}
+
 func TestStartSimServesOutOfProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds cmd/daytona-sim")
 	}
-	sim := StartSim(t)
+	sim := StartSim(t, "-latency", "1ms")
 	sb := StartSandbox(t, sim.Client, nil)
 	require.Equal(t, daytona.SandboxState(daytonatest.StateStarted), sb.State)
+	reqs := sim.Requests(t, 0)
+	require.NotEmpty(t, reqs)
+	require.Equal(t, daytonatest.SimRequest{Method: "POST", Route: "/sandbox", Status: 200, NewConn: true, Sandbox: sb.ID}, reqs[0])
+	require.Equal(t, reqs[1:], sim.Requests(t, 1))
 }
 
 func TestPeakSeesAnAllocation(t *testing.T) {
