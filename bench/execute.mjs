@@ -4,7 +4,7 @@
 //
 //   node bench/execute.mjs --launcher PATH --manifest PATH --sim PATH [--runs 7]
 //        [--latency 0,40ms] [--echo-runs 11] [--suite issue5,issue12] [--proxy]
-//        [--json FILE] [--markdown FILE] [--command TEXT]
+//        [--json FILE] [--markdown FILE] [--command TEXT] [--commit REV]
 //
 // Issue #5 measures (at 0 ms only; medians of --runs after one warm-up):
 //   throughput  environmentExecute whose command prints 1 MiB of stdout, live
@@ -59,7 +59,7 @@ const { values: opts } = parseArgs({
     "rss-sizes": { type: "string", default: "100,1024" },
     latency: { type: "string", default: "0" }, "echo-runs": { type: "string", default: "11" },
     suite: { type: "string", default: "issue5,issue12" }, proxy: { type: "boolean", default: false },
-    markdown: { type: "string" }, command: { type: "string" },
+    markdown: { type: "string" }, command: { type: "string" }, commit: { type: "string" },
   },
 });
 const RUNS = Number(opts.runs);
@@ -482,7 +482,7 @@ function markdown(results) {
 const manager = createPluginWorkerManager();
 const results = {
   command: opts.command ?? `node bench/execute.mjs ${process.argv.slice(2).join(" ")}`,
-  commit: commit(), machine: machine(), loadAverage: readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" "),
+  commit: opts.commit ?? commit(), machine: machine(), loadAverage: readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" "),
   startedAt: new Date().toISOString().replace(/\.\d+Z$/, "Z"), latency: [],
 };
 const sims = [];

@@ -98,7 +98,7 @@ if [ "${BENCH_EXECUTE:-1}" = 1 ]; then
   "$node24" bench/execute.mjs --launcher "$launcher" --manifest "$pkg/manifest.js" --sim bin/daytona-sim \
     --runs "$RUNS" --echo-runs "$ECHO_RUNS" --latency "$latencies" \
     --command "make bench LATENCY=$LATENCY   # = bash scripts/bench.sh, BENCH_RUNS=$RUNS BENCH_ECHO_RUNS=$ECHO_RUNS" \
-    --json "${BENCH_EXECUTE_OUT:-$ROOT/bench/execute-latest.json}" --markdown "$md" >/dev/null
+    --commit "$commit" --json "${BENCH_EXECUTE_OUT:-$ROOT/bench/execute-latest.json}" --markdown "$md" >/dev/null
   echo "bench: wrote $md" >&2
   cat "$md"
 fi
