@@ -103,7 +103,9 @@ async function startSim(latencyMs) {
     sim.proxy = await startProxy({ target: new URL(ready.apiUrl).origin, latencyMs });
     sim.config = { ...sim.config, apiUrl: sim.proxy.rewrite(ready.apiUrl) };
     sim.latencyVia = "bench/simproxy.mjs";
-    sim.log ??= proxyLog(sim.proxy);
+    // The proxy's log, not the sim's: the sim sees the proxy's pooled
+    // connections, the proxy the worker's own.
+    sim.log = proxyLog(sim.proxy);
   }
   return sim;
 }
