@@ -432,6 +432,8 @@ function markdown(results) {
     row(label, (r, p) => `${f1(r[k][p].MiBs)} MiB/s (${f0(r[k][p].medianMs)} ms)`);
     row(`${label}: session / one-shot`, (r, p) => (p === "session" ? `${f2(r[k].ratioSessionToOneShot)}×` : ""));
   }
+  // Live chunks of a command that has finished only repeat its result.
+  row("1 MiB: share of stdout also sent as live `execute.log`", (r, p) => f2(r.mib1[p].liveShare));
   row("API calls / new connections per `echo hi`", (r, p) => {
     const s = r.echo[p].requests;
     return s ? `${f1(s.callsMean)} / ${f1(s.newConnsMean)}` : "–";
