@@ -197,12 +197,15 @@ function opKind(e) {
 function tally(entries) {
   const ops = {};
   let newConns = 0;
+  let newConnsWS = 0;
   for (const e of entries) {
     const k = opKind(e);
     ops[k] = (ops[k] ?? 0) + 1;
     if (e.newConn) newConns++;
+    // An upgraded connection is the WebSocket's alone: it is never pooled.
+    if (e.newConn && e.webSocket) newConnsWS++;
   }
-  return { calls: entries.length, newConns, ops };
+  return { calls: entries.length, newConns, newConnsWS, ops };
 }
 
 // Mean calls per operation, median calls and new connections, over commands.
@@ -215,6 +218,7 @@ function summarize(tallies) {
     commands: tallies.length,
     callsMedian: median(tallies.map((t) => t.calls)), callsMean: tallies.reduce((a, t) => a + t.calls, 0) / tallies.length,
     newConnsMedian: median(tallies.map((t) => t.newConns)), newConnsMean: tallies.reduce((a, t) => a + t.newConns, 0) / tallies.length,
+    newConnsWSMean: tallies.reduce((a, t) => a + t.newConnsWS, 0) / tallies.length,
     ops,
   };
 }
@@ -438,14 +442,14 @@ function markdown(results) {
     const s = r.echo[p].requests;
     return s ? `${f1(s.callsMean)} / ${f1(s.newConnsMean)}` : "–";
   });
-  L.push("", "API calls per command by operation (mean over the measured commands) and new connections:", "");
-  L.push("| latency | path | command | calls per command | new connections | by operation |", "| --- | --- | --- | --- | --- | --- |");
+  L.push("", "API calls per command by operation (mean over the measured commands) and new connections (of them for", "WebSocket upgrades, which cannot reuse a pooled connection):", "");
+  L.push("| latency | path | command | calls per command | new connections (WebSocket) | by operation |", "| --- | --- | --- | --- | --- | --- |");
   for (const r of rs) {
     for (const [k, label] of [["echo", "`echo hi`"], ["mib1", "1 MiB"], ["mib8", "8 MiB"]]) {
       for (const [p] of PATHS) {
         const s = r[k][p].requests;
         if (!s) continue;
-        L.push(`| ${lat(r)} | ${p === "session" ? "session" : "one-shot"} | ${label} | ${f1(s.callsMean)} (median ${s.callsMedian}) | ${f1(s.newConnsMean)} | ${opsText(s)} |`);
+        L.push(`| ${lat(r)} | ${p === "session" ? "session" : "one-shot"} | ${label} | ${f1(s.callsMean)} (median ${s.callsMedian}) | ${f1(s.newConnsMean)} (${f1(s.newConnsWSMean)}) | ${opsText(s)} |`);
       }
     }
   }
@@ -476,7 +480,8 @@ function markdown(results) {
     const s = r.echo.session.requests;
     if (!s) continue;
     L.push(`| API calls per short command ≤ 2 on the common path (session, ${lat(r)}) | median ${s.callsMedian}, mean ${f1(s.callsMean)}: ${opsText(s)} | ${holds(s.callsMedian <= 2)} |`);
-    L.push(`| new connections per command after warm-up: 0 (session / one-shot, ${lat(r)}) | ${f2(s.newConnsMean)} / ${f2(r.echo.oneShot.requests?.newConnsMean)} | ${holds(s.newConnsMean === 0 && r.echo.oneShot.requests?.newConnsMean === 0)} |`);
+    const o = r.echo.oneShot.requests;
+    L.push(`| new connections per \`echo hi\` after warm-up: 0 (session / one-shot, ${lat(r)}) | ${f2(s.newConnsMean)} (${f2(s.newConnsWSMean)} for WebSocket) / ${f2(o?.newConnsMean)} | ${holds(s.newConnsMean === 0 && o?.newConnsMean === 0)} |`);
   }
   return `${L.join("\n")}\n`;
 }
