@@ -24,6 +24,9 @@ package:
 demo:
 	bash scripts/demo.sh
 
+# Start-up and execute benchmarks; the execute one runs at 0 ms and again at
+# LATENCY per request (default 40ms; `make bench LATENCY=80ms`, LATENCY=0 skips
+# it). Knobs in scripts/bench.sh.
 bench:
 	bash scripts/bench.sh
 

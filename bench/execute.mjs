@@ -1,10 +1,12 @@
-// Execute benchmark through the real host path (issue #5): the packaged
-// worker behind its launcher, started by the real worker manager of
-// @paperclipai/server 2026.916.1, against cmd/daytona-sim on loopback.
+// Execute benchmark through the real host path: the packaged worker behind
+// its launcher, started by the real worker manager of @paperclipai/server
+// 2026.916.1, against cmd/daytona-sim on loopback.
 //
-//   node bench/execute.mjs --launcher PATH --manifest PATH --sim PATH [--runs 7] [--json FILE]
+//   node bench/execute.mjs --launcher PATH --manifest PATH --sim PATH [--runs 7]
+//        [--latency 0,40ms] [--echo-runs 11] [--suite issue5,issue12] [--proxy]
+//        [--json FILE] [--markdown FILE] [--command TEXT] [--commit REV]
 //
-// Measures (medians of --runs after one warm-up):
+// Issue #5 measures (at 0 ms only; medians of --runs after one warm-up):
 //   throughput  environmentExecute whose command prints 1 MiB of stdout, live
 //               execute.log chunks delivered to the host sink; MiB/s of
 //               result stdout over the whole call
@@ -15,12 +17,34 @@
 //               bypassSession (one-shot) path
 //   peak RSS    VmHWM of the worker process after a command printed 100 MiB,
 //               and of a fresh worker after 1 GiB (the output cap bounds it)
+//
+// Issue #12 measures, at every --latency (one sim per latency, each request,
+// toolbox request and WebSocket upgrade held that long), for the session path
+// and the one-shot path (bypassSession, the baseline) in the same run, the
+// two paths alternating command by command:
+//   echo hi     median of --echo-runs `echo hi` in ms, and in round trips
+//               (ms / latency)
+//   1 / 8 MiB   `cat` of a 1 MiB and an 8 MiB file: MiB/s and ms (medians of
+//               --runs), session / one-shot ratio
+//   requests    API calls and new connections per command by operation
+//               (dispatch, follow, status, snapshot, execute...), from the
+//               sim's request log read before and after each command
+// --markdown writes the issue #12 table, the per-operation counts and the
+// issue's bars (with whether each holds) for bench/BENCHMARKS.md.
+//
+// Latency and the request log come from the sim (-latency, GET
+// <apiUrl>/__sim/requests) when it has them; otherwise (an older sim, or
+// --proxy) from bench/simproxy.mjs in front of it. At 0 ms without a request
+// log, a second lease through a proxy that adds no delay counts the requests
+// while the timed commands go straight to the sim.
 
-import { spawn } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import { startProxy } from "./simproxy.mjs";
 
 process.env.NODE_ENV = "production";
 process.env.PAPERCLIP_LOG_LEVEL ??= "warn";
@@ -33,15 +57,34 @@ const { values: opts } = parseArgs({
     launcher: { type: "string" }, manifest: { type: "string" }, sim: { type: "string" },
     runs: { type: "string", default: "7" }, json: { type: "string" },
     "rss-sizes": { type: "string", default: "100,1024" },
+    latency: { type: "string", default: "0" }, "echo-runs": { type: "string", default: "11" },
+    suite: { type: "string", default: "issue5,issue12" }, proxy: { type: "boolean", default: false },
+    markdown: { type: "string" }, command: { type: "string" }, commit: { type: "string" },
   },
 });
 const RUNS = Number(opts.runs);
+const ECHO_RUNS = Number(opts["echo-runs"]);
+const suites = new Set(opts.suite.split(","));
+if (!(RUNS >= 1) || !(ECHO_RUNS >= 1)) throw new Error("--runs and --echo-runs must be at least 1");
+// "40ms", "0.04s", "40" (ms), "0".
+const parseMs = (s) => {
+  const m = /^(\d+(?:\.\d+)?)(ms|s)?$/.exec(s.trim());
+  if (!m) throw new Error(`bad --latency ${JSON.stringify(s)} (want e.g. 0,40ms)`);
+  return Number(m[1]) * (m[2] === "s" ? 1000 : 1);
+};
+const latencies = opts.latency.split(",").map(parseMs);
 const manifest = (await import(pathToFileURL(path.resolve(opts.manifest)).href)).default;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const nowNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
+const MiB = 1048576;
 
-async function startSim() {
-  const child = spawn(opts.sim, ["-stop-on-eof"], { stdio: ["pipe", "pipe", "inherit"] });
+// Whether this sim build has the -latency flag (older builds do not).
+const simHasLatency = /-latency\b/.test(spawnSync(opts.sim, ["-help"], { encoding: "utf8" }).stdout ?? "");
+
+async function startSim(latencyMs) {
+  const args = ["-stop-on-eof"];
+  if (latencyMs > 0 && simHasLatency && !opts.proxy) args.push("-latency", `${latencyMs}ms`);
+  const child = spawn(opts.sim, args, { stdio: ["pipe", "pipe", "inherit"] });
   const line = await new Promise((resolve, reject) => {
     let out = "";
     child.stdout.setEncoding("utf8");
@@ -52,7 +95,53 @@ async function startSim() {
     child.once("exit", () => reject(new Error("daytona-sim exited")));
   });
   const ready = JSON.parse(line);
-  return { child, toolboxProxyUrl: ready.toolboxProxyUrl, config: { apiUrl: ready.apiUrl, apiKey: ready.apiKey, timeoutMs: 600000 } };
+  const sim = { child, toolboxProxyUrl: ready.toolboxProxyUrl, config: { apiUrl: ready.apiUrl, apiKey: ready.apiKey, timeoutMs: 600000 } };
+  sim.log = await simLog(sim);
+  sim.latencyVia = latencyMs === 0 ? "none" : "daytona-sim -latency";
+  if (latencyMs > 0 && !args.includes("-latency")) {
+    // Everything, timed and counted, goes through the proxy.
+    sim.proxy = await startProxy({ target: new URL(ready.apiUrl).origin, latencyMs });
+    sim.config = { ...sim.config, apiUrl: sim.proxy.rewrite(ready.apiUrl) };
+    sim.latencyVia = "bench/simproxy.mjs";
+    // The proxy's log, not the sim's: the sim sees the proxy's pooled
+    // connections, the proxy the worker's own.
+    sim.log = proxyLog(sim.proxy);
+  }
+  return sim;
+}
+
+// The sim's request log, or null when this build has none. ?since=N skips
+// the first N entries ever logged; the log's own reads are not logged.
+async function simLog(sim) {
+  const url = `${sim.config.apiUrl}/__sim/requests`;
+  const get = async (since) => {
+    const resp = await fetch(`${url}?since=${since}`, { headers: { authorization: `Bearer ${sim.config.apiKey}` } });
+    if (!resp.ok) throw new Error(`${url}: ${resp.status}`);
+    const body = await resp.json();
+    if (!Array.isArray(body)) throw new Error(`${url}: not a JSON array`);
+    return body;
+  };
+  let seen;
+  try {
+    seen = (await get(0)).length;
+  } catch {
+    return null;
+  }
+  return {
+    source: "daytona-sim GET <apiUrl>/__sim/requests",
+    mark: async () => (seen += (await get(seen)).length),
+    since: get,
+  };
+}
+
+function proxyLog(proxy) {
+  return { source: "bench/simproxy.mjs", mark: async () => proxy.requests().length, since: async (n) => proxy.requests(n) };
+}
+
+function stopSim(sim) {
+  sim.proxy?.close();
+  sim.counting?.close();
+  sim.child.stdin.end();
 }
 
 let seq = 0;
@@ -85,13 +174,117 @@ async function release(handle, l) {
 
 const vmHWM = (pid) => Number(/^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))[1]) / 1024;
 
-const sim = await startSim();
-const manager = createPluginWorkerManager();
-const results = {};
-try {
-  const handle = await startWorker(manager);
-  const l = await acquire(handle, sim.config);
+// ---- issue #12 -----------------------------------------------------------
 
+// The operation a request log entry is, named for the report: the sim logs
+// route templates, the proxy raw paths; both reduce to the same names.
+function opKind(e) {
+  let p = String(e.route).split("?")[0].replace(/^\/api(?=\/)/, "").replace(/^\/proxy\/toolbox\/[^/]+/, "");
+  const m = e.method;
+  if (/^\/process\/session\/[^/]+\/exec$/.test(p)) return "dispatch";
+  if (/^\/process\/session\/[^/]+\/command\/[^/]+\/logs$/.test(p)) return e.webSocket ? "follow" : "snapshot";
+  if (/^\/process\/session\/[^/]+\/command\/[^/]+$/.test(p)) return "status";
+  if (p === "/process/execute") return "execute";
+  if (p === "/process/session") return m === "POST" ? "create session" : "list sessions";
+  if (/^\/process\/session\/[^/]+$/.test(p)) return m === "DELETE" ? "delete session" : "get session";
+  if (/^\/sandbox\/[^/]+\/last-activity$/.test(p)) return "last-activity";
+  if (/^\/sandbox\/[^/]+\/toolbox-proxy-url$/.test(p)) return "toolbox URL";
+  if (/^\/sandbox\/[^/]+$/.test(p) && m === "GET") return "get sandbox";
+  return `${m} ${p.replace(/\/sandbox\/[^/{]+/, "/sandbox/{id}")}`;
+}
+
+// Requests of one command: calls and new connections per operation.
+function tally(entries) {
+  const ops = {};
+  let newConns = 0;
+  let newConnsWS = 0;
+  for (const e of entries) {
+    const k = opKind(e);
+    ops[k] = (ops[k] ?? 0) + 1;
+    if (e.newConn) newConns++;
+    // An upgraded connection is the WebSocket's alone: it is never pooled.
+    if (e.newConn && e.webSocket) newConnsWS++;
+  }
+  return { calls: entries.length, newConns, newConnsWS, ops };
+}
+
+// Mean calls per operation, median calls and new connections, over commands.
+function summarize(tallies) {
+  if (tallies.length === 0) return null;
+  const ops = {};
+  for (const t of tallies) for (const [k, n] of Object.entries(t.ops)) ops[k] = (ops[k] ?? 0) + n;
+  for (const k of Object.keys(ops)) ops[k] /= tallies.length;
+  return {
+    commands: tallies.length,
+    callsMedian: median(tallies.map((t) => t.calls)), callsMean: tallies.reduce((a, t) => a + t.calls, 0) / tallies.length,
+    newConnsMedian: median(tallies.map((t) => t.newConns)), newConnsMean: tallies.reduce((a, t) => a + t.newConns, 0) / tallies.length,
+    newConnsWSMean: tallies.reduce((a, t) => a + t.newConnsWS, 0) / tallies.length,
+    ops,
+  };
+}
+
+const PATHS = [["session", false], ["oneShot", true]];
+
+// One scenario: `runs` measured commands per path after one warm-up each,
+// the paths alternating so that load drift hits both alike. check throws on
+// a wrong result; log (may be null) counts the requests of each command.
+async function scenario(handle, l, log, script, runs, check) {
+  const out = {};
+  for (const [name] of PATHS) out[name] = { ms: [], tallies: [] };
+  for (let i = 0; i <= runs; i++) {
+    for (const [name, bypassSession] of PATHS) {
+      const mark = log ? await log.mark() : 0;
+      let live = 0;
+      const t0 = performance.now();
+      const r = await execute(handle, l, script, { bypassSession, onLog: (stream, chunk) => { live += chunk.length; } });
+      const ms = performance.now() - t0;
+      check(r);
+      if (i === 0) continue;
+      out[name].ms.push(ms);
+      out[name].bytes = r.stdout.length;
+      out[name].liveShare = live / Math.max(1, r.stdout.length);
+      if (log) out[name].tallies.push(tally(await log.since(mark)));
+    }
+  }
+  return out;
+}
+
+async function issue12(handle, l, latencyMs, log, countOnly = false) {
+  const dir = l.lease.metadata.remoteCwd;
+  const f1 = `${dir}/bench-1mib.txt`;
+  const f8 = `${dir}/bench-8mib.txt`;
+  await execute(handle, l, `head -c ${MiB} /dev/zero | tr '\\0' 'a' | fold -w 1023 | head -c ${MiB} > '${f1}' && ` +
+    `head -c ${8 * MiB} /dev/zero | tr '\\0' 'b' | fold -w 1023 | head -c ${8 * MiB} > '${f8}'`);
+  const runs = countOnly ? 2 : RUNS;
+  const res = { latencyMs };
+  const echo = await scenario(handle, l, log, "echo hi", countOnly ? 5 : ECHO_RUNS, (r) => {
+    if (r.stdout !== "hi\n" || r.exitCode !== 0) throw new Error(`echo hi: ${JSON.stringify(r).slice(0, 300)}`);
+  });
+  const big = (size, ch) => (r) => {
+    if (r.stdout.length !== size || r.stdout[0] !== ch || r.exitCode !== 0) throw new Error(`cat ${size}: got ${r.stdout.length} chars`);
+  };
+  const m1 = await scenario(handle, l, log, `cat '${f1}'`, runs, big(MiB, "a"));
+  const m8 = await scenario(handle, l, log, `cat '${f8}'`, runs, big(8 * MiB, "b"));
+  for (const [key, sc, bytes] of [["echo", echo, 0], ["mib1", m1, MiB], ["mib8", m8, 8 * MiB]]) {
+    res[key] = {};
+    for (const [name] of PATHS) {
+      const ms = median(sc[name].ms);
+      res[key][name] = { medianMs: ms, runs: sc[name].ms.length, samplesMs: sc[name].ms.map((t) => Math.round(t * 10) / 10),
+        requests: summarize(sc[name].tallies) };
+      if (latencyMs > 0) res[key][name].roundTrips = ms / latencyMs;
+      if (bytes) {
+        res[key][name].MiBs = bytes / MiB / (ms / 1000); // the rate of the median command
+        res[key][name].liveShare = sc[name].liveShare;
+      }
+    }
+    if (bytes) res[key].ratioSessionToOneShot = res[key].session.MiBs / res[key].oneShot.MiBs;
+  }
+  return res;
+}
+
+// ---- issue #5 (0 ms) -----------------------------------------------------
+
+async function issue5(handle, l, sim, results) {
   // Throughput of a 1 MiB stdout result, with live streaming. The payload
   // is made once; each measured command is one `cat`, so the shell pipeline
   // costs as little as possible next to the path being measured.
@@ -123,7 +316,7 @@ try {
   // manager), so the ratio shows what the worker path costs on top of the
   // emulator and the shell pipeline themselves.
   const tbUrl = `${sim.toolboxProxyUrl}/${l.lease.providerLeaseId}/process/execute`;
-  const base = [];
+  const baseRates = [];
   for (let i = 0; i <= RUNS; i++) {
     const t0 = performance.now();
     const resp = await fetch(tbUrl, { method: "POST", headers: { authorization: `Bearer ${sim.config.apiKey}`, "content-type": "application/json" },
@@ -131,9 +324,9 @@ try {
     const body = await resp.json();
     const dt = (performance.now() - t0) / 1000;
     if (body.result.length < 1048576) throw new Error("short baseline");
-    if (i > 0) base.push(body.result.length / 1048576 / dt);
+    if (i > 0) baseRates.push(body.result.length / 1048576 / dt);
   }
-  results.baselineToolboxOneShotMiBs = median(base);
+  results.baselineToolboxOneShotMiBs = median(baseRates);
   results.ratioToBaseline = results.throughputMiBs / results.baselineToolboxOneShotMiBs;
 
   // Larger output (8 MiB) amortises the per-command cost (process start,
@@ -168,26 +361,179 @@ try {
     for (let i = 0; i < n; i++) await execute(handle, l, "true", { bypassSession });
     results[`commandsPerSecond_${name}`] = n / ((performance.now() - t0) / 1000);
   }
-  await release(handle, l);
-  await handle.stop();
+}
 
-  // Peak RSS of a fresh worker per output size.
-  results.peakRSSMiB = {};
+async function peakRSS(manager, sim) {
+  const out = {};
   for (const mib of opts["rss-sizes"].split(",").map(Number)) {
     const h = await startWorker(manager);
     const pid = h.diagnostics().pid;
     const base0 = vmHWM(pid);
     const lw = await acquire(h, sim.config);
     const r = await execute(h, lw, `head -c ${mib * 1048576} /dev/zero | tr '\\0' 'a' | fold -w 4095`);
-    results.peakRSSMiB[`${mib}MiB`] = { beforeMiB: base0, peakMiB: vmHWM(pid), truncated: r.metadata?.outputTruncated === true,
+    out[`${mib}MiB`] = { beforeMiB: base0, peakMiB: vmHWM(pid), truncated: r.metadata?.outputTruncated === true,
       resultStdoutMiB: r.stdout.length / 1048576 };
     await release(h, lw);
     await h.stop();
   }
+  return out;
+}
+
+// ---- report --------------------------------------------------------------
+
+function machine() {
+  const cpu = (/^model name\s*:\s*(.*)$/m.exec(readFileSync("/proc/cpuinfo", "utf8")) ?? [])[1] ?? os.arch();
+  return `${os.cpus().length} cores (${cpu}), ${Math.round(os.totalmem() / 2 ** 30)} GiB, Linux ${os.release()}, Node ${process.version}`;
+}
+
+function commit() {
+  try {
+    const rev = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: here, encoding: "utf8" }).trim();
+    const dirty = execFileSync("git", ["status", "--porcelain"], { cwd: here, encoding: "utf8" }).trim() !== "";
+    return dirty ? `${rev} (with uncommitted changes)` : rev;
+  } catch {
+    return "unknown";
+  }
+}
+
+const f0 = (x) => (x === undefined || x === null ? "–" : x.toFixed(0));
+const f1 = (x) => (x === undefined || x === null ? "–" : x.toFixed(1));
+const f2 = (x) => (x === undefined || x === null ? "–" : x.toFixed(2));
+const signed = (x, f) => (x < 0 ? `−${f(-x)}` : `+${f(x)}`);
+const holds = (ok) => (ok === null ? "–" : ok ? "**holds**" : "not met");
+const lat = (r) => `${r.latencyMs} ms`;
+
+function opsText(s) {
+  if (!s) return "–";
+  return Object.entries(s.ops).sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => `${Number.isInteger(n) ? n : n.toFixed(2)} ${k}`).join(" + ");
+}
+
+function markdown(results) {
+  const rs = results.latency;
+  const L = [];
+  L.push(`Reproduce: \`${results.command}\``, "");
+  L.push(`Commit ${results.commit}; ${results.machine}; load average ${results.loadAverage} when the runs started` +
+    ` (${results.startedAt}). Latency via ${[...new Set(rs.filter((r) => r.latencyMs > 0).map((r) => r.latencyVia))].join(", ") || "–"};` +
+    ` requests counted by ${[...new Set(rs.map((r) => r.requestLog))].join(", ")}. Medians; \`echo hi\` of ${ECHO_RUNS}` +
+    ` commands, 1 MiB and 8 MiB of ${RUNS}, per path, after one warm-up each, the two paths alternating.`, "");
+  const head = ["| measure |"];
+  const sep = ["| --- |"];
+  for (const r of rs) {
+    head.push(` ${lat(r)}, session | ${lat(r)}, one-shot |`);
+    sep.push(" --- | --- |");
+  }
+  L.push(head.join(""), sep.join(""));
+  const row = (label, cell) => L.push(`| ${label} |${rs.map((r) => PATHS.map(([p]) => ` ${cell(r, p)} |`).join("")).join("")}`);
+  row("`echo hi` (round trips: ms / latency)", (r, p) => `${f1(r.echo[p].medianMs)} ms${r.latencyMs > 0 ? ` (${f2(r.echo[p].roundTrips)})` : ""}`);
+  // What the latency itself costs, without the machine's own time per
+  // command: (ms at this latency − ms at 0 ms) / latency.
+  const r0 = rs.find((r) => r.latencyMs === 0);
+  if (r0 && rs.some((r) => r.latencyMs > 0)) {
+    row("`echo hi`: round trips added by the latency", (r, p) => (r.latencyMs > 0 ? f2((r.echo[p].medianMs - r0.echo[p].medianMs) / r.latencyMs) : ""));
+  }
+  for (const [k, label] of [["mib1", "1 MiB of stdout"], ["mib8", "8 MiB of stdout"]]) {
+    row(label, (r, p) => `${f1(r[k][p].MiBs)} MiB/s (${f0(r[k][p].medianMs)} ms)`);
+    row(`${label}: session / one-shot`, (r, p) => (p === "session" ? `${f2(r[k].ratioSessionToOneShot)}×` : ""));
+  }
+  // Live chunks of a command that has finished only repeat its result.
+  row("1 MiB: share of stdout also sent as live `execute.log`", (r, p) => f2(r.mib1[p].liveShare));
+  row("API calls / new connections per `echo hi`", (r, p) => {
+    const s = r.echo[p].requests;
+    return s ? `${f1(s.callsMean)} / ${f1(s.newConnsMean)}` : "–";
+  });
+  L.push("", "API calls per command by operation (mean over the measured commands) and new connections (of them for", "WebSocket upgrades, which cannot reuse a pooled connection):", "");
+  L.push("| latency | path | command | calls per command | new connections (WebSocket) | by operation |", "| --- | --- | --- | --- | --- | --- |");
+  for (const r of rs) {
+    for (const [k, label] of [["echo", "`echo hi`"], ["mib1", "1 MiB"], ["mib8", "8 MiB"]]) {
+      for (const [p] of PATHS) {
+        const s = r[k][p].requests;
+        if (!s) continue;
+        L.push(`| ${lat(r)} | ${p === "session" ? "session" : "one-shot"} | ${label} | ${f1(s.callsMean)} (median ${s.callsMedian}) | ${f1(s.newConnsMean)} (${f1(s.newConnsWSMean)}) | ${opsText(s)} |`);
+      }
+    }
+  }
+  L.push("", "The issue's bars:", "", "| bar | measured | |", "| --- | --- | --- |");
+  const at0 = rs.find((r) => r.latencyMs === 0);
+  for (const r of rs.filter((x) => x.latencyMs > 0)) {
+    const rt = r.latencyMs;
+    const e = r.echo.session;
+    L.push(`| \`echo hi\` at ${rt} ms: session median ≤ 2.2 round trips (≤ ${f0(2.2 * rt)} ms) | ${f1(e.medianMs)} ms = ${f2(e.roundTrips)} round trips | ${holds(e.roundTrips <= 2.2)} |`);
+    for (const [k, label] of [["mib1", "1 MiB"], ["mib8", "8 MiB"]]) {
+      const d = r[k].session.medianMs - r[k].oneShot.medianMs;
+      L.push(`| ${label} at ${rt} ms: session at most one round trip (+10 %) longer than one-shot (≤ ${f0(1.1 * rt)} ms) | ${signed(d, f0)} ms = ${signed(d / rt, f2)} round trips | ${holds(d <= 1.1 * rt)} |`);
+      if (at0) {
+        const o = r[k].oneShot.medianMs - at0[k].oneShot.medianMs;
+        L.push(`| ${label} one-shot at ${rt} ms costs one round trip (+10 %) more than at 0 ms | ${signed(o, f0)} ms = ${signed(o / rt, f2)} round trips | ${holds(o <= 1.1 * rt)} |`);
+      }
+    }
+  }
+  if (at0) {
+    for (const [k, label] of [["mib1", "1 MiB"], ["mib8", "8 MiB"]]) {
+      const x = at0[k].ratioSessionToOneShot;
+      L.push(`| ${label} at 0 ms: session ≥ 0.9× one-shot | ${f2(x)}× | ${holds(x >= 0.9)} |`);
+    }
+    L.push(`| 8 MiB one-shot at 0 ms ≥ 60 MiB/s | ${f1(at0.mib8.oneShot.MiBs)} MiB/s | ${holds(at0.mib8.oneShot.MiBs >= 60)} |`);
+    L.push(`| \`echo hi\` at 0 ms no slower than before | ${f1(at0.echo.session.medianMs)} ms (session), ${f1(at0.echo.oneShot.medianMs)} ms (one-shot) | compare with the before column |`);
+  }
+  for (const r of rs) {
+    const s = r.echo.session.requests;
+    if (!s) continue;
+    L.push(`| API calls per short command ≤ 2 on the common path (session, ${lat(r)}) | median ${s.callsMedian}, mean ${f1(s.callsMean)}: ${opsText(s)} | ${holds(s.callsMedian <= 2)} |`);
+    const o = r.echo.oneShot.requests;
+    L.push(`| new connections per \`echo hi\` after warm-up: 0 (session / one-shot, ${lat(r)}) | ${f2(s.newConnsMean)} (${f2(s.newConnsWSMean)} for WebSocket) / ${f2(o?.newConnsMean)} | ${holds(s.newConnsMean === 0 && o?.newConnsMean === 0)} |`);
+  }
+  return `${L.join("\n")}\n`;
+}
+
+// ---- main ----------------------------------------------------------------
+
+const manager = createPluginWorkerManager();
+const results = {
+  command: opts.command ?? `node bench/execute.mjs ${process.argv.slice(2).join(" ")}`,
+  commit: opts.commit ?? commit(), machine: machine(), loadAverage: readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" "),
+  startedAt: new Date().toISOString().replace(/\.\d+Z$/, "Z"), latency: [],
+};
+const sims = [];
+try {
+  for (const latencyMs of latencies) {
+    const sim = await startSim(latencyMs);
+    sims.push(sim);
+    const handle = await startWorker(manager);
+    const l = await acquire(handle, sim.config);
+    if (suites.has("issue12")) {
+      const r = await issue12(handle, l, latencyMs, sim.log);
+      r.latencyVia = sim.latencyVia;
+      r.requestLog = sim.log?.source ?? "bench/simproxy.mjs (a second lease, no delay)";
+      if (!sim.log) {
+        // No request log in this sim: count on a lease that goes through a
+        // proxy adding no delay; the timed commands above went straight.
+        sim.counting = await startProxy({ target: new URL(sim.config.apiUrl).origin, latencyMs: sim.proxy ? 0 : latencyMs });
+        const lc = await acquire(handle, { ...sim.config, apiUrl: sim.counting.rewrite(sim.config.apiUrl) });
+        const c = await issue12(handle, lc, latencyMs, proxyLog(sim.counting), true);
+        for (const k of ["echo", "mib1", "mib8"]) for (const [p] of PATHS) r[k][p].requests = c[k][p].requests;
+        await release(handle, lc);
+      }
+      results.latency.push(r);
+      console.error(`execute bench: ${latencyMs} ms done`);
+    }
+    if (suites.has("issue5") && latencyMs === 0) {
+      results.issue5 = {};
+      await issue5(handle, l, sim, results.issue5);
+    }
+    await release(handle, l);
+    await handle.stop();
+    if (suites.has("issue5") && latencyMs === 0) results.issue5.peakRSSMiB = await peakRSS(manager, sim);
+  }
 } finally {
   await manager.stopAll();
-  sim.child.stdin.end();
+  for (const s of sims) stopSim(s);
 }
 console.log(JSON.stringify(results, null, 2));
 if (opts.json) writeFileSync(opts.json, JSON.stringify(results, null, 2));
+if (results.latency.length > 0) {
+  const md = markdown(results);
+  console.log(md);
+  if (opts.markdown) writeFileSync(opts.markdown, md);
+}
 process.exit(0);
