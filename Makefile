@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/daytona-worker
 
-.PHONY: build test stress package demo bench fuzz clean
+.PHONY: build test stress package demo bench fuzz live clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/daytona-worker
@@ -23,6 +23,11 @@ package:
 # A full lease lifecycle against the emulator (or real Daytona with DAYTONA_API_KEY).
 demo:
 	bash scripts/demo.sh
+
+# The live tier against real Daytona (starts billable sandboxes; README,
+# "Live tests"): needs DAYTONA_API_KEY; LIVE_RUN narrows the tests.
+live:
+	DAYTONA_LIVE=1 $(GO) test -count=1 -timeout $${LIVE_TIMEOUT:-30m} -run "$${LIVE_RUN:-Live}" -v ./daytona/ ./provider/
 
 bench:
 	bash scripts/bench.sh
