@@ -34,8 +34,14 @@ type SweepFilter struct {
 	Now func() time.Time
 }
 
-func (f SweepFilter) scoped() bool {
-	return f.CompanyID != "" || f.EnvironmentID != "" || f.RunID != "" || f.OlderThan > 0 || len(f.States) > 0
+// Check returns ErrNoScope for a filter that would select every sandbox of
+// the plugin without All; callers check a command line with it before any
+// provider call.
+func (f SweepFilter) Check() error {
+	if f.All || f.CompanyID != "" || f.EnvironmentID != "" || f.RunID != "" || f.OlderThan > 0 || len(f.States) > 0 {
+		return nil
+	}
+	return ErrNoScope
 }
 
 func (f SweepFilter) now() time.Time {
@@ -118,8 +124,8 @@ func (f SweepFilter) Matches(sb *daytona.Sandbox) bool {
 // with Matches, in the listing's order. It refuses (ErrNoScope) a filter
 // that selects nothing but the plugin unless f.All is set.
 func FindOrphans(ctx context.Context, api SandboxAPI, f SweepFilter) ([]daytona.Sandbox, error) {
-	if !f.scoped() && !f.All {
-		return nil, ErrNoScope
+	if err := f.Check(); err != nil {
+		return nil, err
 	}
 	found, err := api.ListAll(ctx, &daytona.ListOptions{Labels: f.labels(), States: f.States})
 	if err != nil {
@@ -192,5 +198,24 @@ func deleteOrphan(ctx context.Context, api SandboxAPI, sb *daytona.Sandbox, f Sw
 	case fresh.ID != sb.ID || !f.Matches(fresh):
 		return fmt.Errorf("%w: sandbox %s changed since it was listed", ErrOwnership, sb.ID)
 	}
-	return DeleteAndWait(ctx, api, fresh.ID)
+	err = DeleteAndWait(ctx, api, fresh.ID)
+	// Daytona refuses a delete (409) while the sandbox is changing state
+	// (starting, stopping, an auto-stop): wait until it settles, then
+	// delete again, a bounded number of times.
+	for attempt := 0; errors.Is(err, daytona.ErrConflict) && attempt < maxSweepDeleteRetries; attempt++ {
+		_, werr := api.WaitForState(ctx, fresh.ID, settledStates...)
+		if werr != nil && !errors.Is(werr, daytona.ErrNotFound) {
+			return errors.Join(err, werr)
+		}
+		err = DeleteAndWait(ctx, api, fresh.ID)
+	}
+	return err
 }
+
+// maxSweepDeleteRetries bounds the deletes a sweep retries after a 409.
+const maxSweepDeleteRetries = 2
+
+// settledStates are the states a sandbox rests in, where Daytona accepts
+// a delete.
+var settledStates = []daytona.SandboxState{daytona.StateStarted, daytona.StateStopped, daytona.StateArchived,
+	daytona.StateError, daytona.StateBuildFailed}

@@ -181,3 +181,20 @@ func TestDeleteOrphansIsBoundedAndWaits(t *testing.T) {
 	}
 	assert.ElementsMatch(t, ids(found), seen)
 }
+
+// TestDeleteOrphansWaitsOutATransition: a delete Daytona refuses with 409
+// while the sandbox changes state is sent again once it settles.
+func TestDeleteOrphansWaitsOutATransition(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	f := SweepFilter{RunID: "run-1"}
+	found, err := FindOrphans(ctx, env.Client.Sandboxes, f)
+	require.NoError(t, err)
+	env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Status: 409, Times: 1,
+		Body: `{"statusCode":409,"message":"Sandbox state change in progress"}`})
+	res := DeleteOrphans(ctx, env.Client.Sandboxes, found, f, 1, nil)
+	require.NoError(t, res[0].Err)
+	assert.False(t, alive(t, env, sb.ID))
+	assert.Equal(t, 2, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
+}
