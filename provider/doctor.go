@@ -9,6 +9,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
@@ -65,16 +66,6 @@ type TrialReport struct {
 	// Leftover names the sandbox (or creation name) whose removal could not
 	// be confirmed; "" when nothing is left behind.
 	Leftover string
-}
-
-// OK reports whether every step succeeded and nothing is left.
-func (r TrialReport) OK() bool {
-	for _, s := range r.Steps {
-		if s.Err != nil {
-			return false
-		}
-	}
-	return r.Leftover == "" && len(r.Steps) > 0
 }
 
 // Trial runs one lease exactly as a run would, through the same methods the
@@ -220,37 +211,45 @@ func (t *trial) cleanup(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), trialCleanupBound)
 	defer cancel()
 	t.step(cctx, "cleanup", func(ctx context.Context) (string, error) {
-		var errs []error
+		// First as a run's host would: destroy the lease, finish an
+		// uncertain create. Whatever those could not confirm still carries
+		// the trial's run label, and the sweep by that label is the proof.
+		var first []error
+		leaseID := ""
 		if t.lease != nil {
 			if _, err := t.destroy(ctx); err != nil {
-				errs = append(errs, err)
+				first, leaseID = append(first, err), *t.lease.ProviderLeaseID
 			}
 		}
 		if t.envelope != nil {
 			if err := t.finishCreation(ctx); err != nil {
-				errs = append(errs, err)
+				first = append(first, err)
 			}
 		}
 		api, _, err := t.d.Client(t.raw)
 		if err != nil {
-			return "", errors.Join(append(errs, err)...)
+			return "", errors.Join(append(first, err)...)
 		}
 		f := cleanup.SweepFilter{CompanyID: TrialCompany, RunID: t.rep.RunID}
 		found, err := cleanup.FindOrphans(ctx, api.Sandboxes, f)
 		if err != nil {
-			return "", errors.Join(append(errs, err)...)
+			return "", errors.Join(append(first, err)...)
 		}
+		var errs []error
 		for _, r := range cleanup.DeleteOrphans(ctx, api.Sandboxes, found, f, 0, nil) {
 			if r.Err != nil {
 				errs = append(errs, r.Err)
 				t.name = r.Sandbox.Name
 			}
 		}
-		if len(errs) == 0 {
-			t.name, t.envelope = "", nil
-			return "nothing left behind", nil
+		if leaseID != "" && !slices.ContainsFunc(found, func(sb daytona.Sandbox) bool { return sb.ID == leaseID }) {
+			errs = append(errs, fmt.Errorf("sandbox %s was not listed, so its removal is not confirmed", leaseID))
 		}
-		return "", errors.Join(errs...)
+		if len(errs) > 0 {
+			return "", errors.Join(append(first, errs...)...)
+		}
+		t.name, t.envelope = "", nil
+		return "nothing left behind", nil
 	})
 	t.rep.Leftover = t.name
 }
