@@ -20,9 +20,10 @@ stress:
 package:
 	bash scripts/package.sh
 
-# A full lease lifecycle against the emulator (or real Daytona with DAYTONA_API_KEY).
+# A full lease lifecycle against the emulator (or real Daytona with
+# DAYTONA_API_KEY); V=1 also prints each step's raw JSON result.
 demo:
-	bash scripts/demo.sh
+	bash scripts/demo.sh $(if $(V),-v)
 
 # The live tier against real Daytona (starts billable sandboxes; README,
 # "Live tests"): needs DAYTONA_API_KEY; LIVE_RUN narrows the tests.
