@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 )
 
 // Run is the demo with explicit I/O.
@@ -44,7 +45,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if t := os.Getenv("DAYTONA_TARGET"); t != "" {
 			cfg["target"] = t
 		}
-		target = "Daytona at " + shownURL(apiURL)
+		target = "Daytona at " + cli.ShownURL(apiURL)
 	}
 	w, err := startWorker(ctx, *workerBin, stdout)
 	if err != nil {
@@ -61,17 +62,6 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // defaultAPIURL is the worker's endpoint when the config names none.
 const defaultAPIURL = "https://app.daytona.io/api"
-
-// shownURL is an API URL without user info or query, where a credential
-// could hide.
-func shownURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
-}
 
 type demo struct {
 	w       *worker

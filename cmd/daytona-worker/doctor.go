@@ -7,11 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/daytonaworker/daytona-worker/provider"
 )
 
@@ -91,7 +91,7 @@ func doctor(ctx context.Context, args []string, stdout io.Writer) error {
 		if apiURL == "" {
 			apiURL = daytona.DefaultAPIURL
 		}
-		rep := doctorReport{APIURL: shownURL(apiURL), Checks: []check{{Name: "config", Detail: clamp.Echo(err.Error()),
+		rep := doctorReport{APIURL: cli.ShownURL(apiURL), Checks: []check{{Name: "config", Detail: clamp.Echo(err.Error()),
 			Fix: "correct the fields named above (the same rules as the environment form)"}}}
 		out.header(rep)
 		out.check(rep.Checks[0])
@@ -100,7 +100,7 @@ func doctor(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 		return out.end(rep)
 	}
-	rep := doctorReport{APIURL: shownURL(acct.apiURL()), Target: acct.cfg.Target}
+	rep := doctorReport{APIURL: cli.ShownURL(acct.apiURL()), Target: acct.cfg.Target}
 	out.header(rep)
 	c := &checker{acct: acct, each: out.check}
 	c.run(ctx, "config", func(context.Context) (string, string, error) { return "valid", "", nil })
@@ -133,17 +133,6 @@ func (o *doctorOutput) header(r doctorReport) {
 		target = "region " + r.Target
 	}
 	o.line(fmt.Sprintf("daytona-worker doctor: Daytona API at %s, %s", clamp.Echo(r.APIURL), target))
-}
-
-// shownURL is the API URL as the doctor prints it: any user info or query
-// (where a credential could hide) is left out.
-func shownURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	u.User, u.RawQuery, u.Fragment = nil, "", ""
-	return u.String()
 }
 
 func (o *doctorOutput) check(c check) {
