@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,6 +31,11 @@ func (d *Driver) Client(raw json.RawMessage) (*daytona.Client, config.Config, er
 	}
 	return c.client, c.cfg, nil
 }
+
+// HTTPClient is the HTTP client (transport and connection pool) every
+// Daytona client of this driver uses, for an operator command's reads that
+// the daytona client has no route for.
+func (d *Driver) HTTPClient() *http.Client { return d.http }
 
 // The scope of a trial lease's sandbox: its company label, and the prefix
 // of its run label (a UUID follows), so `daytona-worker sweep --company

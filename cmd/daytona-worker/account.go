@@ -100,9 +100,9 @@ type account struct {
 	cfg    config.Config
 	client *daytona.Client
 	driver *provider.Driver
-	// http makes the doctor's own reads: the default transport, as the
-	// worker's client uses, and no redirects (one could carry the key to
-	// another host; the daytona client refuses them too).
+	// http makes the doctor's own reads: the driver's transport, and no
+	// redirects (one could carry the key to another host; the daytona
+	// client refuses them too).
 	http  *http.Client
 	orgID string // the key's organization, once a listing showed it
 }
@@ -123,8 +123,9 @@ func openAccount(cfg map[string]any) (*account, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return &account{raw: raw, cfg: parsed, client: client, driver: d, http: hc}, nil
+	hc := *d.HTTPClient() // the worker's transport, without following redirects
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &account{raw: raw, cfg: parsed, client: client, driver: d, http: &hc}, nil
 }
 
 // apiURL is the API URL the account talks to.

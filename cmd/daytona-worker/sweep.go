@@ -14,6 +14,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/daytonaworker/daytona-worker/internal/jsvalue"
 	"github.com/daytonaworker/daytona-worker/provider"
 )
@@ -129,9 +130,9 @@ func sweep(ctx context.Context, args []string, stdout io.Writer) error {
 	api := acct.client.Sandboxes
 	found, err := cleanup.FindOrphans(ctx, api, o.filter)
 	if err != nil {
-		return fmt.Errorf("listing sandboxes at %s: %w", acct.apiURL(), err)
+		return fmt.Errorf("listing sandboxes at %s: %w", cli.ShownURL(acct.apiURL()), err)
 	}
-	fmt.Fprintf(stdout, "Daytona at %s: %d sandboxes of this plugin match\n", acct.apiURL(), len(found))
+	fmt.Fprintf(stdout, "Daytona at %s: %d sandboxes of this plugin match\n", cli.ShownURL(acct.apiURL()), len(found))
 	if len(found) == 0 {
 		return nil
 	}
