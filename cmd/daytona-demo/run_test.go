@@ -33,20 +33,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var buildOnce sync.Once
+var (
+	buildOnce sync.Once
+	buildErr  error
+	buildOut  []byte
+)
 
 func binaries(t *testing.T) []string {
 	t.Helper()
-	var err error
-	var out []byte
 	buildOnce.Do(func() {
 		for name, pkg := range map[string]string{"daytona-worker": "../daytona-worker", "daytona-sim": "../daytona-sim"} {
-			if out, err = osexec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput(); err != nil {
+			if buildOut, buildErr = osexec.Command("go", "build", "-o", filepath.Join(bin, name), pkg).CombinedOutput(); buildErr != nil {
 				return
 			}
 		}
 	})
-	require.NoError(t, err, "%s", out)
+	require.NoError(t, buildErr, "%s", buildOut)
 	return []string{"-worker", filepath.Join(bin, "daytona-worker"), "-sim", filepath.Join(bin, "daytona-sim")}
 }
 
