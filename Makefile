@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/daytona-worker
 
-.PHONY: build test stress package demo bench fuzz clean
+.PHONY: build test stress package demo bench fuzz live clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/daytona-worker
@@ -20,9 +20,15 @@ stress:
 package:
 	bash scripts/package.sh
 
-# A full lease lifecycle against the emulator (or real Daytona with DAYTONA_API_KEY).
+# A full lease lifecycle against the emulator (or real Daytona with
+# DAYTONA_API_KEY); V=1 also prints each step's raw JSON result.
 demo:
-	bash scripts/demo.sh
+	bash scripts/demo.sh $(if $(V),-v)
+
+# The live tier against real Daytona (starts billable sandboxes; README,
+# "Live tests"): needs DAYTONA_API_KEY; LIVE_RUN narrows the tests.
+live:
+	DAYTONA_LIVE=1 $(GO) test -count=1 -timeout $${LIVE_TIMEOUT:-30m} -run "$${LIVE_RUN:-Live}" -v ./daytona/ ./provider/
 
 # Start-up and execute benchmarks; the execute one runs at 0 ms and again at
 # LATENCY per request (default 40ms; `make bench LATENCY=80ms`, LATENCY=0 skips

@@ -16,6 +16,7 @@ type SandboxAPI interface {
 	Delete(ctx context.Context, idOrName string) (*daytona.Sandbox, *daytona.Response, error)
 	WaitUntilGone(ctx context.Context, sandboxID string) error
 	ListAll(ctx context.Context, opts *daytona.ListOptions) ([]daytona.Sandbox, error)
+	WaitForState(ctx context.Context, idOrName string, targets ...daytona.SandboxState) (*daytona.Sandbox, error)
 }
 
 var _ SandboxAPI = (*daytona.SandboxesService)(nil)

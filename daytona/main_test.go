@@ -11,10 +11,10 @@ import (
 // routeHits records which routes of the table the httptest fixture saw.
 var routeHits sync.Map // *route -> true
 
-// TestMain also proves, after a full run, that every confirmed route of
+// TestMain runs the tests under the live sweeper (live_test.go) and also proves, after a full run, that every confirmed route of
 // the client's table was exercised against a server by some test.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := liveMain(m.Run, os.Getenv, os.Stderr)
 	full := flag.Lookup("test.run").Value.String() == "" && flag.Lookup("test.skip").Value.String() == ""
 	if code == 0 && full {
 		var missing []string

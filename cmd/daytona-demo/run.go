@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,12 +9,12 @@ import (
 	"io"
 	"maps"
 	"os"
-	osexec "os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/daytonaworker/daytona-worker/internal/cli"
 )
 
 // Run is the demo with explicit I/O.
@@ -24,6 +23,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	workerBin := fs.String("worker", "bin/daytona-worker", "worker binary")
 	simBin := fs.String("sim", "bin/daytona-sim", "emulator binary (used without DAYTONA_API_KEY)")
+	verbose := fs.Bool("v", false, "also print each step's raw JSON result")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -38,12 +38,14 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		cfg["apiUrl"], cfg["apiKey"] = sim.apiURL, sim.apiKey
 		target = "the Daytona emulator at " + sim.apiURL
 	} else {
+		apiURL := defaultAPIURL
 		if u := os.Getenv("DAYTONA_API_URL"); u != "" {
-			cfg["apiUrl"] = u
+			cfg["apiUrl"], apiURL = u, u
 		}
 		if t := os.Getenv("DAYTONA_TARGET"); t != "" {
 			cfg["target"] = t
 		}
+		target = "Daytona at " + cli.ShownURL(apiURL)
 	}
 	w, err := startWorker(ctx, *workerBin, stdout)
 	if err != nil {
@@ -51,24 +53,46 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer w.kill()
 	fmt.Fprintf(stdout, "daytona-demo: a lease lifecycle against %s\n", target)
-	d := &demo{w: w, out: stdout, cfg: cfg}
-	return d.run(ctx)
+	d := &demo{w: w, out: stdout, cfg: cfg, verbose: *verbose}
+	start := time.Now()
+	err = d.run(ctx)
+	d.summary(time.Since(start), err)
+	return err
 }
+
+// defaultAPIURL is the worker's endpoint when the config names none.
+const defaultAPIURL = "https://app.daytona.io/api"
 
 type demo struct {
 	w       *worker
 	out     io.Writer
 	cfg     map[string]any
 	methods []string
+	verbose bool
+	steps   int
+	failed  string
 }
+
+// Progress lines: a step still running after progressAfter says so, and
+// again every progressEvery.
+const (
+	progressAfter = time.Second
+	progressEvery = 5 * time.Second
+)
 
 func (d *demo) step(ctx context.Context, name, method string, params any, timeout time.Duration, show func(json.RawMessage) string) (json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
+	stop := d.progress(name, start)
 	res, err := d.w.call(ctx, method, params)
+	stop()
 	took := time.Since(start)
+	d.steps++
 	if err != nil {
+		if d.failed == "" {
+			d.failed = name
+		}
 		fmt.Fprintf(d.out, "  FAIL %-22s %8.1f ms  %v\n", name, ms(took), err)
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
@@ -77,7 +101,41 @@ func (d *demo) step(ctx context.Context, name, method string, params any, timeou
 		detail = show(res)
 	}
 	fmt.Fprintf(d.out, "  ok   %-22s %8.1f ms  %s\n", name, ms(took), detail)
+	if d.verbose {
+		fmt.Fprintf(d.out, "       %s\n", res)
+	}
 	return res, nil
+}
+
+// progress prints a line while a step runs longer than progressAfter; the
+// returned stop ends it before the step's own line is printed.
+func (d *demo) progress(name string, start time.Time) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTimer(progressAfter)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(d.out, "  ...  %-22s still running after %.0f s\n", name, time.Since(start).Seconds())
+				t.Reset(progressEvery)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// summary is the closing line: how many steps, the outcome, the total time.
+func (d *demo) summary(total time.Duration, err error) {
+	if err == nil {
+		fmt.Fprintf(d.out, "daytona-demo: %d steps ok in %.1f s\n", d.steps, total.Seconds())
+		return
+	}
+	fmt.Fprintf(d.out, "daytona-demo: failed at %q after %d steps in %.1f s\n", d.failed, d.steps, total.Seconds())
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -133,8 +191,18 @@ func (d *demo) run(ctx context.Context) error {
 			}
 			return fmt.Sprintf("sandbox %s (%v), cwd %v, shell %v", *l.ProviderLeaseID, l.Metadata["sandboxName"], l.Metadata["remoteCwd"], l.Metadata["shellCommand"])
 		})
-	if err != nil || l.ProviderLeaseID == nil {
-		return errors.Join(err, errors.New("no lease"))
+	if err != nil {
+		// An uncertain create: finish the cleanup the host would.
+		var re *rpcError
+		if errors.As(err, &re) {
+			if env := re.envelope(); env != nil {
+				return errors.Join(err, d.finishFailedCreate(ctx, base(cfg), env))
+			}
+		}
+		return err
+	}
+	if l.ProviderLeaseID == nil {
+		return errors.New("acquire lease: the worker returned no lease")
 	}
 	id := *l.ProviderLeaseID
 	leaseCfg := merge(cfg, l.Metadata)
@@ -148,7 +216,7 @@ func (d *demo) run(ctx context.Context) error {
 	}()
 	leaseObj := map[string]any{"providerLeaseId": id, "metadata": l.Metadata}
 	if _, err = d.step(ctx, "realize workspace", "environmentRealizeWorkspace", with(base(leaseCfg), "lease", leaseObj,
-		"workspace", map[string]any{"remotePath": l.Metadata["remoteCwd"]}), budget, func(r json.RawMessage) string { return string(r) }); err != nil {
+		"workspace", map[string]any{"remotePath": l.Metadata["remoteCwd"]}), budget, field("cwd")); err != nil {
 		return err
 	}
 	if slices.Contains(d.methods, "environmentExecute") {
@@ -171,7 +239,7 @@ func (d *demo) run(ctx context.Context) error {
 		}
 	}
 	if _, err = d.step(ctx, "release lease", "environmentReleaseLease", with(base(leaseCfg), "providerLeaseId", id, "leaseMetadata", l.Metadata), budget,
-		func(r json.RawMessage) string { return string(r) }); err != nil {
+		field("state")); err != nil {
 		return err
 	}
 	var r lease
@@ -191,11 +259,11 @@ func (d *demo) run(ctx context.Context) error {
 		leaseCfg = merge(cfg, r.Metadata)
 	}
 	if _, err = d.step(ctx, "destroy lease", "environmentDestroyLease", with(base(leaseCfg), "providerLeaseId", id, "leaseMetadata", l.Metadata), budget,
-		func(r json.RawMessage) string { return string(r) }); err != nil {
+		field("state")); err != nil {
 		return err
 	}
 	destroyed = true
-	if _, err = d.step(ctx, "health", "health", map[string]any{}, 30*time.Second, func(r json.RawMessage) string { return string(r) }); err != nil {
+	if _, err = d.step(ctx, "health", "health", map[string]any{}, 30*time.Second, field("status")); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -226,7 +294,20 @@ func (d *demo) syncRoundTrip(ctx context.Context, base, leaseObj, md map[string]
 	_ = os.MkdirAll(filepath.Join(src, "nested"), 0o755)
 	_ = os.WriteFile(filepath.Join(src, "nested", "data.bin"), []byte{0, 1, 2, 3, 255}, 0o600)
 	remote := fmt.Sprint(md["remoteCwd"]) + "/demo-sync"
-	counts := func(r json.RawMessage) string { return string(r) }
+	counts := func(r json.RawMessage) string {
+		var v struct {
+			Operations []struct {
+				FilesTransferred int64 `json:"filesTransferred"`
+				BytesTransferred int64 `json:"bytesTransferred"`
+			} `json:"operations"`
+		}
+		_ = json.Unmarshal(r, &v)
+		var files, size int64
+		for _, op := range v.Operations {
+			files, size = files+op.FilesTransferred, size+op.BytesTransferred
+		}
+		return fmt.Sprintf("%d files, %d bytes", files, size)
+	}
 	if _, err := d.step(ctx, "sync in", "environmentSyncIn", with(base, "lease", leaseObj, "operations", []any{map[string]any{
 		"operationId": "demo-in", "files": []any{map[string]any{"sourcePath": src, "targetPath": remote, "kind": "directory"}}}}), budget, counts); err != nil {
 		return err
@@ -241,6 +322,15 @@ func (d *demo) syncRoundTrip(ctx context.Context, base, leaseObj, md map[string]
 		return fmt.Errorf("sync round trip lost hello.txt: %v", err)
 	}
 	return nil
+}
+
+// field shows one top-level field of a result as name=value.
+func field(name string) func(json.RawMessage) string {
+	return func(r json.RawMessage) string {
+		var v map[string]any
+		_ = json.Unmarshal(r, &v)
+		return fmt.Sprintf("%s %v", name, v[name])
+	}
 }
 
 func with(m map[string]any, kv ...any) map[string]any {
@@ -264,198 +354,4 @@ func deref(p *int) any {
 		return nil
 	}
 	return *p
-}
-
-// sim is cmd/daytona-sim as a child process.
-type sim struct {
-	cmd            *osexec.Cmd
-	stdin          io.WriteCloser
-	apiURL, apiKey string
-}
-
-func startSim(ctx context.Context, bin string) (*sim, error) {
-	// -stop-on-eof: closing the pipe stops it, and so does our own death.
-	cmd := osexec.CommandContext(ctx, bin, "-stop-on-eof")
-	stdin, out, err := startPiped(cmd)
-	if err != nil {
-		return nil, err
-	}
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil {
-		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("emulator did not start: %w", err)
-	}
-	var ready struct {
-		APIURL string `json:"apiUrl"`
-		APIKey string `json:"apiKey"`
-	}
-	if err := json.Unmarshal([]byte(line), &ready); err != nil {
-		_ = cmd.Process.Kill()
-		return nil, err
-	}
-	return &sim{cmd: cmd, stdin: stdin, apiURL: ready.APIURL, apiKey: ready.APIKey}, nil
-}
-
-// startPiped starts cmd with pipes to its stdin and from its stdout; its
-// stderr is ours, so the child's logs show next to the demo's steps.
-func startPiped(cmd *osexec.Cmd) (io.WriteCloser, io.ReadCloser, error) {
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, nil, err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("start %s (run `make build` first): %w", cmd.Args[0], err)
-	}
-	return stdin, stdout, nil
-}
-
-func (s *sim) stop() {
-	_ = s.stdin.Close() // it stops at stdin EOF (-stop-on-eof)
-	done := make(chan struct{})
-	go func() { _ = s.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = s.cmd.Process.Kill()
-	}
-}
-
-// worker is the worker process and a minimal JSON-RPC client of it.
-type worker struct {
-	cmd   *osexec.Cmd
-	stdin io.WriteCloser
-	out   io.Writer
-
-	mu      sync.Mutex
-	nextID  int
-	pending map[int]chan response
-	chunks  int
-	exited  chan int
-}
-
-type response struct {
-	Result json.RawMessage `json:"result"`
-	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-func startWorker(ctx context.Context, bin string, out io.Writer) (*worker, error) {
-	cmd := osexec.Command(bin)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "NODE_ENV=production", "TZ=UTC"}
-	if key := os.Getenv("DAYTONA_API_KEY"); key != "" {
-		cmd.Env = append(cmd.Env, "DAYTONA_API_KEY="+key)
-	}
-	stdin, stdout, err := startPiped(cmd)
-	if err != nil {
-		return nil, err
-	}
-	w := &worker{cmd: cmd, stdin: stdin, out: out, pending: map[int]chan response{}, exited: make(chan int, 1)}
-	go w.read(stdout)
-	return w, nil
-}
-
-func (w *worker) read(r io.Reader) {
-	br := bufio.NewReaderSize(r, 1<<20)
-	for {
-		line, err := br.ReadBytes('\n')
-		if len(line) > 0 {
-			var f struct {
-				ID     *int            `json:"id"`
-				Method string          `json:"method"`
-				Params json.RawMessage `json:"params"`
-				response
-			}
-			if json.Unmarshal(line, &f) == nil {
-				switch {
-				case f.Method == "execute.log":
-					var p struct{ Stream, Chunk string }
-					_ = json.Unmarshal(f.Params, &p)
-					w.mu.Lock()
-					w.chunks++
-					w.mu.Unlock()
-					for _, l := range strings.Split(strings.TrimRight(p.Chunk, "\n"), "\n") {
-						fmt.Fprintf(w.out, "       | %s: %s\n", p.Stream, l)
-					}
-				case f.ID != nil && f.Method == "":
-					w.mu.Lock()
-					ch := w.pending[*f.ID]
-					delete(w.pending, *f.ID)
-					w.mu.Unlock()
-					if ch != nil {
-						ch <- f.response
-					}
-				}
-			}
-		}
-		if err != nil {
-			code := 0
-			if werr := w.cmd.Wait(); werr != nil {
-				var ee *osexec.ExitError
-				if errors.As(werr, &ee) {
-					code = ee.ExitCode()
-				} else {
-					code = -1
-				}
-			}
-			w.exited <- code
-			return
-		}
-	}
-}
-
-func (w *worker) logChunks() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	n := w.chunks
-	w.chunks = 0
-	return n
-}
-
-func (w *worker) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
-	w.mu.Lock()
-	w.nextID++
-	id := w.nextID
-	ch := make(chan response, 1)
-	w.pending[id] = ch
-	w.mu.Unlock()
-	frame := map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params,
-		"paperclipInvocation": map[string]any{"id": fmt.Sprintf("00000000-0000-4000-8000-%012d", id), "scope": map[string]any{"companyId": "demo-company"}}}
-	b, err := json.Marshal(frame)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := w.stdin.Write(append(b, '\n')); err != nil {
-		return nil, err
-	}
-	select {
-	case r := <-ch:
-		if r.Error != nil {
-			return nil, fmt.Errorf("error %d: %s", r.Error.Code, r.Error.Message)
-		}
-		return r.Result, nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%s: no answer: %w", method, ctx.Err())
-	}
-}
-
-func (w *worker) wait(d time.Duration) int {
-	select {
-	case code := <-w.exited:
-		return code
-	case <-time.After(d):
-		_ = w.cmd.Process.Kill()
-		return -1
-	}
-}
-
-func (w *worker) kill() {
-	_ = w.stdin.Close()
-	_ = w.cmd.Process.Kill()
 }

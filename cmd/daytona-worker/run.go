@@ -30,7 +30,7 @@ func usagef(format string, a ...any) error {
 // `make package` builds by default.
 const defaultProfile = provider.ProfileCompat2026916
 
-const topUsage = `usage: daytona-worker [serve | version | manifest [--profile P] | help [command]]
+const topUsage = `usage: daytona-worker [serve | version | manifest [--profile P] | doctor | sweep | help [command]]
 
 daytona-worker is the Paperclip sandbox-provider plugin worker for Daytona.
 The Paperclip host starts it through the npm package's launcher (worker.mjs);
@@ -41,6 +41,10 @@ Commands:
             line on stdin, answers on stdout, logs on stderr (the default)
   version   print the worker version
   manifest  print the plugin manifest of a profile as JSON
+  doctor    check a Daytona account (URL, key, quota, snapshot) before
+            saving it in an environment; --create runs one real lease
+  sweep     list (and with --delete, delete) sandboxes this plugin left
+            behind, by company, environment, run, age or state
 
 Run "daytona-worker COMMAND --help" for one command.
 `
@@ -82,6 +86,8 @@ Environment:
   DAYTONA_API_KEY            Daytona API key used when an environment's config
                              has none (the host passes it only to some plugins;
                              prefer the key on the environment)
+  DAYTONA_API_URL            doctor and sweep only: the Daytona API URL
+  DAYTONA_TARGET             doctor and sweep only: the Daytona region
   GOMEMLIMIT                 Go soft memory limit (default 160MiB)
   DAYTONA_WORKER_LAUNCH      read by the npm launcher, not the binary: "spawn"
                              forces its spawn fallback instead of execve
@@ -141,6 +147,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return err
 	case cmd == "manifest":
 		return manifest(args, stdout)
+	case cmd == "doctor":
+		return doctor(ctx, args, stdout)
+	case cmd == "sweep":
+		return sweep(ctx, args, stdout)
 	case cmd == "help" || isHelp(cmd):
 		help := topUsage
 		if len(args) > 0 {
@@ -151,6 +161,10 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 				help = versionUsage
 			case "manifest":
 				help = manifestUsage
+			case "doctor":
+				help = doctorUsage + accountHelp
+			case "sweep":
+				help = sweepUsage + accountHelp
 			default:
 				return usagef("no help for unknown command %q", args[0])
 			}

@@ -61,7 +61,8 @@ func TestVersionAndHelp(t *testing.T) {
 
 // envVars are every variable the worker or its launcher reads (grep
 // Getenv/LookupEnv in the worker's packages and process.env in npm/).
-var envVars = []string{"DAYTONA_WORKER_LOG_LEVEL", "DAYTONA_WORKER_PARENT_PID", "DAYTONA_API_KEY", "GOMEMLIMIT", "DAYTONA_WORKER_LAUNCH"}
+var envVars = []string{"DAYTONA_WORKER_LOG_LEVEL", "DAYTONA_WORKER_PARENT_PID", "DAYTONA_API_KEY", "GOMEMLIMIT", "DAYTONA_WORKER_LAUNCH",
+	"DAYTONA_API_URL", "DAYTONA_TARGET"}
 
 func TestHelpOnEveryCommand(t *testing.T) {
 	for _, args := range [][]string{
@@ -69,6 +70,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		{"serve", "--help"}, {"serve", "-h"}, {"help", "serve"},
 		{"version", "--help"}, {"version", "-h"}, {"help", "version"},
 		{"manifest", "--help"}, {"manifest", "-h"}, {"manifest", "--profile", "current", "--help"}, {"help", "manifest"},
+		{"doctor", "--help"}, {"help", "doctor"}, {"sweep", "-h"}, {"help", "sweep"},
 	} {
 		out, err := runNoStdin(t, args...)
 		require.NoError(t, err, "%q", args)
@@ -79,7 +81,7 @@ func TestHelpOnEveryCommand(t *testing.T) {
 		}
 	}
 	out, _ := runNoStdin(t, "--help")
-	for _, cmd := range []string{"serve", "version", "manifest"} {
+	for _, cmd := range []string{"serve", "version", "manifest", "doctor", "sweep"} {
 		require.Contains(t, out, "\n  "+cmd+" ", "top-level help lists %s", cmd)
 	}
 	out, _ = runNoStdin(t, "manifest", "--help")
@@ -96,6 +98,8 @@ func TestExtraArgumentsAreErrors(t *testing.T) {
 		{"manifest", "--profile"}, {"manifest", "--profile", "nope"},
 		{"help", "x"}, {"help", "serve", "x"}, {"--help", "serve", "x"},
 		{"frobnicate"}, {"-x"},
+		{"doctor", "x"}, {"doctor", "--nope"}, {"sweep"}, {"sweep", "--delete"}, {"sweep", "--run", "r", "x"},
+		{"sweep", "--older-than", "soon", "--all"}, {"sweep", "--all", "--concurrency", "0"},
 	} {
 		out, err := runNoStdin(t, args...)
 		require.Error(t, err, "%q", args)

@@ -1,0 +1,86 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+)
+
+func (e *testEnv) trial(ctx context.Context) (TrialReport, []string) {
+	e.t.Helper()
+	raw, err := json.Marshal(e.cfg)
+	require.NoError(e.t, err)
+	var seen []string
+	rep := e.d.Trial(ctx, raw, func(s TrialStep) { seen = append(seen, s.Name) })
+	return rep, seen
+}
+
+// TestTrialRunsALeaseAndLeavesNothing: the doctor's --create runs the
+// methods a run uses, in order, and the sandbox is gone at the end.
+func TestTrialRunsALeaseAndLeavesNothing(t *testing.T) {
+	e := newTestEnv(t, nil)
+	rep, seen := e.trial(context.Background())
+	require.True(t, trialOK(rep), "%+v", rep.Steps)
+	assert.Equal(t, []string{"acquire", "execute echo ok", "sync in", "sync out", "destroy"}, seen)
+	assert.Empty(t, rep.Leftover)
+	assert.Empty(t, e.srv.Sandboxes(), "nothing left on Daytona")
+	assert.Equal(t, 1, e.srv.CountRequests("POST", "/sandbox"))
+}
+
+// TestTrialInterruptedLeavesNothing: Ctrl-C at any point of the trial
+// (here during the sync, and during a create whose reply never comes)
+// still leaves no sandbox behind.
+func TestTrialInterruptedLeavesNothing(t *testing.T) {
+	for name, f := range map[string]daytonatest.Fault{
+		"during the sync":        {Method: "POST", Route: "/files/bulk-upload", Hang: true},
+		"create without a reply": {Method: "POST", Route: "/sandbox", Perform: true, Hang: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newTestEnv(t, nil)
+			h := e.srv.Inject(f)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				_ = e.srv.Await(ctx, func() bool { return h.Hits() > 0 })
+				cancel() // the operator's Ctrl-C
+			}()
+			rep, seen := e.trial(ctx)
+			assert.False(t, trialOK(rep))
+			assert.Equal(t, "cleanup", seen[len(seen)-1])
+			assert.NoError(t, rep.Steps[len(rep.Steps)-1].Err)
+			assert.Empty(t, rep.Leftover)
+			assert.Empty(t, e.srv.Sandboxes(), "the interrupted trial left nothing")
+		})
+	}
+}
+
+// TestTrialNamesWhatItCouldNotRemove: when Daytona refuses every delete,
+// the report names the sandbox, so the operator can sweep it.
+func TestTrialNamesWhatItCouldNotRemove(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"timeoutMs": 2000})
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/files/bulk-upload", Status: 400})
+	e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Status: 500})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, _ := e.trial(ctx)
+	require.False(t, trialOK(rep))
+	sbs := e.srv.Sandboxes()
+	require.Len(t, sbs, 1)
+	assert.Equal(t, sbs[0].Name, rep.Leftover)
+}
+
+// trialOK: every step succeeded and nothing is left.
+func trialOK(r TrialReport) bool {
+	for _, s := range r.Steps {
+		if s.Err != nil {
+			return false
+		}
+	}
+	return r.Leftover == "" && len(r.Steps) > 0
+}
