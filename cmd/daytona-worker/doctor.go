@@ -213,7 +213,10 @@ func (o *doctorOutput) end(r doctorReport) error {
 		o.line("\nall checks passed")
 	}
 	if !r.OK {
-		return fmt.Errorf("doctor: %d checks failed", max(1, failed))
+		if failed <= 1 {
+			return errors.New("doctor: 1 check failed")
+		}
+		return fmt.Errorf("doctor: %d checks failed", failed)
 	}
 	return nil
 }
