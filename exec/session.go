@@ -193,7 +193,9 @@ func (x *run) inSession() (Result, error) {
 // a sandbox restart): the session is recreated and the dispatch made once
 // more. Any other failure leaves the outcome unknown and is not retried.
 func (x *run) dispatch() error {
-	wrapped := "( " + x.script + " )" // a top-level exit cannot end the session shell
+	m := newEndMarker()
+	x.out.useMarker(m.tok)
+	wrapped := m.wrap(x.script)
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := x.r.acquireSession(x.cmdCtx, x.lease, x.t)
 		if err != nil {
@@ -236,16 +238,21 @@ const (
 )
 
 func (x *run) observe() (Result, error) {
-	// Already-exited fast path: one status read bounded to 500 ms (and the
-	// command deadline); an exit code means no socket at all.
-	code, err := x.statusRead(x.cmdCtx, FastPathBound, errStatusBound)
+	// Already-exited fast path: one log snapshot over the connection the
+	// dispatch just used, bounded like the reference's first status read
+	// (500 ms and the command deadline). Both end markers in it prove the
+	// output complete and carry the exit status: done, in two calls. A
+	// failed or incomplete read only means: follow (what it brought is kept
+	// and goes live, the follow skips it by byte offset).
+	_ = x.rawSnapshot(x.cmdCtx, FastPathBound, errStatusBound)
 	if x.cmdCtx.Err() != nil {
 		return x.stopped(context.Cause(x.cmdCtx))
 	}
-	if err == nil && code != nil {
+	if code, ok := x.out.ended(); ok {
 		x.observed = "fast_path"
-		return x.complete(*code)
+		return x.complete(code)
 	}
+	x.out.publish()
 	x.observed = "followed"
 	for attempt := 0; attempt < maxStreamAttempts; attempt++ {
 		end, code, cause := x.follow()
@@ -299,6 +306,7 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 	gen := x.out.nextGen()
 	actx, acancel := context.WithCancel(x.cmdCtx)
 	activity := make(chan struct{}, 1)
+	marked := make(chan struct{}, 1) // both end markers arrived
 	done := make(chan error, 1)
 	go func() {
 		done <- x.t.Client.Toolbox.FollowSessionCommandLogs(actx, x.t.Sandbox, x.sess.id, x.cmdID, nil,
@@ -307,6 +315,12 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 					select {
 					case activity <- struct{}{}:
 					default:
+					}
+					if _, ok := x.out.ended(); ok {
+						select {
+						case marked <- struct{}{}:
+						default:
+						}
 					}
 				}
 				return nil
@@ -343,6 +357,9 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 		select {
 		case followErr = <-done:
 			followEnded = true
+			if c, ok := x.out.ended(); ok {
+				return endExited, c, nil
+			}
 			select {
 			case c := <-early:
 				return endExited, c, nil
@@ -356,6 +373,11 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 			}
 			return endRejected, 0, nil
 		case c := <-early:
+			return endExited, c, nil
+		case <-marked:
+			// The markers prove the output complete: the socket's close
+			// (about a second after the exit) is not waited for.
+			c, _ := x.out.ended()
 			return endExited, c, nil
 		case <-activity:
 			silence.Stop()
@@ -385,13 +407,15 @@ func (x *run) exitAfterClose() (*int, error) {
 	}
 }
 
-// complete finishes a command whose exit code is recorded: one final
-// separated snapshot reconciles what the stream missed. The snapshot runs
-// outside the command deadline (the command is over) but under the
-// observation bound.
+// complete finishes a command whose exit code is recorded. Its output
+// now goes to the result only. Unless the end markers already proved the
+// output complete, one final separated snapshot reconciles what the stream
+// missed; it runs outside the command deadline (the command is over) but
+// under the observation bound.
 func (x *run) complete(code int) (Result, error) {
-	if !x.out.bothCapped() {
-		if err := x.rawSnapshot(x.ctx, x.eff); err != nil {
+	x.out.stopLive()
+	if _, marked := x.out.ended(); !marked && !x.out.bothCapped() {
+		if err := x.rawSnapshot(x.ctx, x.eff, errObservationBound); err != nil {
 			if x.timeoutScope(err, true) != "" {
 				return x.timeout(scopeObservation, err, &code), nil
 			}
@@ -411,20 +435,22 @@ func (x *run) complete(code int) (Result, error) {
 	return x.result(&code), nil
 }
 
-// rawSnapshot reads the whole log once more as the raw marked bytes,
-// streamed (memory stays bounded whatever the command printed), and feeds
-// what the stream missed by per-stream byte offset, exactly as a reconnect
-// does. Byte offsets of the raw log are the follow socket's, so the
-// reconciliation is exact even for binary output; the JSON snapshot would
-// have to be held whole, and it renders invalid bytes as U+FFFD.
-func (x *run) rawSnapshot(parent context.Context, d time.Duration) error {
+// rawSnapshot reads the whole log as the raw marked bytes, streamed
+// (memory stays bounded whatever the command printed), bounded by d
+// (boundCause), and feeds what is new by per-stream byte offset, exactly
+// as a reconnect does. Byte offsets of the raw log are the follow
+// socket's, so the reconciliation is exact even for binary output; the
+// JSON snapshot would have to be held whole, and it renders invalid bytes
+// as U+FFFD. Nothing goes live here: the caller publishes the text if the
+// command still runs.
+func (x *run) rawSnapshot(parent context.Context, d time.Duration, boundCause error) error {
 	started := x.r.clock.Now()
 	gen := x.out.nextGen()
 	defer x.out.nextGen() // late callbacks of this read are ignored
-	rctx, cancel := withBound(parent, x.r.clock, d, errObservationBound)
+	rctx, cancel := withBound(parent, x.r.clock, d, boundCause)
 	defer cancel()
 	err := x.t.Client.Toolbox.StreamSessionCommandLogs(rctx, x.t.Sandbox, x.sess.id, x.cmdID, func(c daytona.LogChunk) error {
-		x.out.feed(gen, int(c.Stream)-1, c.Offset, c.Data)
+		x.out.feedQuiet(gen, int(c.Stream)-1, c.Offset, c.Data)
 		return nil
 	})
 	if err != nil {
@@ -446,15 +472,22 @@ func (x *run) poll() (Result, error) {
 		if err != nil {
 			return x.readFailed(err)
 		}
+		if code != nil {
+			x.out.stopLive()
+		}
 		if !x.out.bothCapped() {
-			if err := x.rawSnapshot(x.cmdCtx, x.eff); err != nil {
+			if err := x.rawSnapshot(x.cmdCtx, x.eff, errObservationBound); err != nil {
 				return x.readFailed(err)
 			}
+		}
+		if c, ok := x.out.ended(); ok {
+			code = &c // the markers are proof even if the status read came first
 		}
 		if code != nil {
 			x.out.finish()
 			return x.result(code), nil
 		}
+		x.out.publish()
 		if !sleep(x.cmdCtx, x.r.clock, PollInterval) {
 			return x.stopped(context.Cause(x.cmdCtx))
 		}

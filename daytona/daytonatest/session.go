@@ -63,8 +63,7 @@ type command struct {
 	rc           int
 	exitCode     *int
 	done         chan struct{}
-	grew         chan struct{} // closed and replaced whenever the log grows
-	pending      []byte        // log records not yet written (flushLocked)
+	pending      []byte // log records not yet written (flushLocked)
 }
 
 func tbListSessions(c *call) {
@@ -335,7 +334,7 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 	}
 	cm := &command{
 		id: uuid.NewString(), text: text, async: async, suppressEcho: suppressEcho,
-		done: make(chan struct{}), grew: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	cm.logPath = filepath.Join(ss.dir, cm.id+".log")
 	scriptPath := filepath.Join(ss.dir, cm.id+".sh")
