@@ -133,6 +133,33 @@ const (
 	followCloseReads = 50
 )
 
+// HoldFollowClose keeps the log follows of a session's commands open after
+// the commands exit, until release is called: a client that waits for the
+// daemon's close (instead of recognising the end by itself) then waits
+// until the test releases it. It reports false if the session is unknown.
+func (s *Server) HoldFollowClose(sandboxID, sessionID string) (release func(), ok bool) {
+	s.init()
+	s.mu.Lock()
+	sb := s.sandboxes[sandboxID]
+	s.mu.Unlock()
+	if sb == nil {
+		return nil, false
+	}
+	sb.tb.mu.Lock()
+	ss := sb.tb.sessions[sessionID]
+	sb.tb.mu.Unlock()
+	if ss == nil {
+		return nil, false
+	}
+	set := func(v bool) {
+		ss.mu.Lock()
+		ss.closeHeld = v
+		ss.mu.Unlock()
+	}
+	set(true)
+	return func() { set(false) }, true
+}
+
 // logTail reads a command log from offset 0 as it grows.
 type logTail struct {
 	ss     *session
@@ -172,7 +199,10 @@ func (t *logTail) next(ctx context.Context, done <-chan struct{}) (chunk []byte,
 			return nil, true, nil
 		default:
 		}
-		if exited && t.empty >= followCloseReads {
+		t.ss.mu.Lock()
+		held := t.ss.closeHeld
+		t.ss.mu.Unlock()
+		if exited && t.empty >= followCloseReads && !held {
 			return nil, true, nil
 		}
 		tm := time.NewTimer(followTail)

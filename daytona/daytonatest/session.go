@@ -49,6 +49,9 @@ type session struct {
 	dead       bool
 	shellCode  int
 	killing    bool
+	// closeHeld: follows of this session's commands do not close after
+	// the exit while set (HoldFollowClose).
+	closeHeld bool
 }
 
 type command struct {
