@@ -75,8 +75,7 @@ func tail(s string) string { return s[max(0, len(s)-16):] }
 // finishes at once, seen on the follow socket (the fast-path snapshot
 // raced its start), returns as soon as its end markers arrive: the
 // emulator holds every follow of the session open until the test releases
-// it, and the execute returns anyway, with no status read (the fake clock
-// lets no early status read come due).
+// it, and the execute returns anyway, with no status read.
 func TestFinishedCommandDoesNotWaitForTheSocketClose(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil) // opens the session

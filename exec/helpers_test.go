@@ -27,7 +27,7 @@ import (
 // (TestTimingIsTheReferences checks the constants themselves).
 const (
 	pollInterval      = time.Second            // status + snapshot at most once per second
-	fastPathBound     = 500 * time.Millisecond // the first status read, and each early read
+	fastPathBound     = 500 * time.Millisecond // the fast-path snapshot
 	silentSocketLimit = 15 * time.Second       // a follow socket silent this long is left for polling
 )
 

@@ -101,7 +101,6 @@ const (
 )
 
 var (
-	earlyStatusDelays = []time.Duration{25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
 	exitRetryDelays   = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
 	maxStreamAttempts = 2 // the first connection and one reconnect
 	sessionIDPrefix   = "paperclip-"

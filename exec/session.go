@@ -230,7 +230,7 @@ func (x *run) dispatch() error {
 type streamEnd int
 
 const (
-	endExited   streamEnd = iota // an early status read saw the exit code
+	endExited   streamEnd = iota // both end markers arrived
 	endClean                     // the server closed normally
 	endRejected                  // the connection failed
 	endIdle                      // silent for SilentSocketLimit
@@ -244,7 +244,7 @@ func (x *run) observe() (Result, error) {
 	// output complete and carry the exit status: done, in two calls. A
 	// failed or incomplete read only means: follow (what it brought is kept
 	// and goes live, the follow skips it by byte offset).
-	_ = x.rawSnapshot(x.cmdCtx, FastPathBound, errStatusBound)
+	_ = x.rawSnapshot(x.cmdCtx, FastPathBound, errFastPathBound)
 	if x.cmdCtx.Err() != nil {
 		return x.stopped(context.Cause(x.cmdCtx))
 	}
@@ -299,9 +299,16 @@ func (x *run) readFailed(err error) (Result, error) {
 	return res, fmt.Errorf("exec: observe command: %w", err)
 }
 
-// follow runs one follow connection with its early status reads and the
-// silent-socket watchdog, and returns how it ended. The connection and its
-// helpers have ended when follow returns; their late callbacks are ignored.
+// follow runs one follow connection with the silent-socket watchdog, and
+// returns how it ended. Both end markers in its frames end it at once
+// (endExited): the daemon closes the socket only about a second after the
+// exit. The reference's early status reads (25/50/100/200 ms into each
+// connection) are not made: with the markers they could only tell what
+// the next frame tells, at the cost of up to four calls per command; a
+// command whose markers never come (it killed the session shell) is seen
+// by the status read after the close, a silent socket by the 15 s switch.
+// The connection has ended when follow returns; its late callbacks are
+// ignored.
 func (x *run) follow() (end streamEnd, code int, cause error) {
 	gen := x.out.nextGen()
 	actx, acancel := context.WithCancel(x.cmdCtx)
@@ -326,21 +333,6 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 				return nil
 			})
 	}()
-	early := make(chan int, 1)
-	earlyDone := make(chan struct{})
-	go func() {
-		defer close(earlyDone)
-		for _, d := range earlyStatusDelays {
-			if !sleep(actx, x.r.clock, d) {
-				return
-			}
-			c, err := x.statusRead(actx, FastPathBound, errStatusBound)
-			if err == nil && c != nil {
-				early <- *c
-				return
-			}
-		}
-	}()
 	silence := x.r.clock.NewTimer(SilentSocketLimit)
 	var followErr error
 	followEnded := false
@@ -351,7 +343,6 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 		if !followEnded {
 			<-done
 		}
-		<-earlyDone
 	}()
 	for {
 		select {
@@ -360,11 +351,6 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 			if c, ok := x.out.ended(); ok {
 				return endExited, c, nil
 			}
-			select {
-			case c := <-early:
-				return endExited, c, nil
-			default:
-			}
 			if x.cmdCtx.Err() != nil {
 				return endStopped, 0, context.Cause(x.cmdCtx)
 			}
@@ -372,8 +358,6 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 				return endClean, 0, nil
 			}
 			return endRejected, 0, nil
-		case c := <-early:
-			return endExited, c, nil
 		case <-marked:
 			// The markers prove the output complete: the socket's close
 			// (about a second after the exit) is not waited for.

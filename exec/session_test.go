@@ -52,15 +52,15 @@ func (c streamedCase) execute(t *testing.T) (*env, *streamed, cmdexec.Result, er
 // status reads, a command that exits gets a completed result with all of
 // its output, the live output equal to it, dispatched exactly once.
 func TestStreamedCommandCompletes(t *testing.T) {
-	release := make(chan struct{}) // holds the fast-path snapshot of "early status read ends the follow"
+	release := make(chan struct{}) // holds the fast-path snapshot of "silent socket after an empty fast-path snapshot"
 	type completes struct {
 		streamedCase
 		ws        int    // follow connections (0: not checked)
 		logStream string // metadata.logStream ("": not checked)
 	}
 	cases := []completes{{
-		// Fake clock: early status reads never come due. The end markers
-		// in the stream end it: no status read, no final snapshot.
+		// The end markers in the stream end it: no status read, no final
+		// snapshot.
 		streamedCase: streamedCase{name: "one snapshot, one stream call, no status read", fakeClock: true,
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
 				assert.Equal(t, 2, e.count("GET", rLogs), "the fast-path snapshot and the stream")
@@ -68,14 +68,13 @@ func TestStreamedCommandCompletes(t *testing.T) {
 			}},
 		ws: 1, logStream: "followed",
 	}, {
-		// The socket stays silent, so the end markers never arrive; the
-		// first early status read (25 ms on the fake clock) sees the exit,
-		// the final snapshot supplies the output. A real clock would let a
-		// loaded machine overrun the reads' 500 ms bound and make further
-		// early reads. The fast-path snapshot is held until the command has
-		// exited and then answers an empty log (as a read racing the exit
-		// would).
-		streamedCase: streamedCase{name: "early status read ends the follow without waiting for the close", fakeClock: true,
+		// The socket stays silent, so the end markers never arrive, and
+		// no early status read is made (the markers replaced them): the
+		// silent-socket switch polls, and the poll's status read and
+		// snapshot complete it. The fast-path snapshot is held until the
+		// command has exited and then answers an empty log (as a read
+		// racing the exit would).
+		streamedCase: streamedCase{name: "silent socket after an empty fast-path snapshot: polled, no early status read", fakeClock: true,
 			faults: []fault{
 				{Method: "GET", Route: rLogs, Times: 1, Gate: release, Status: 200, Body: emptyLog},
 				{Route: rLogs, WSSilent: true, Times: 1},
@@ -86,15 +85,15 @@ func TestStreamedCommandCompletes(t *testing.T) {
 				e.awaitExited()
 				close(release)
 				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 2), "the follow connects")
-				e.awaitTimer(25 * time.Millisecond)
-				e.clock.Advance(25 * time.Millisecond)
+				e.awaitTimer(silentSocketLimit)
+				e.clock.Advance(silentSocketLimit)
 				return e.wait(s.ch)
 			},
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
-				assert.Equal(t, 1, e.count("GET", rStatus), "the first early read")
-				assert.Equal(t, 3, e.count("GET", rLogs), "fast-path snapshot, follow, final snapshot")
+				assert.Equal(t, 1, e.count("GET", rStatus), "the poll's read only")
+				assert.Equal(t, 3, e.count("GET", rLogs), "fast-path snapshot, follow, the poll's snapshot")
 			}},
-		ws: 1,
+		ws: 1, logStream: "polled",
 	}, {
 		// The final frame (it holds the end markers) never arrives; after
 		// the clean close the exit is read and the final snapshot, read as
@@ -109,7 +108,7 @@ func TestStreamedCommandCompletes(t *testing.T) {
 			},
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
 				assert.Equal(t, 3, e.count("GET", rLogs), "fast-path snapshot, the follow and one final snapshot")
-				assert.GreaterOrEqual(t, e.count("GET", rStatus), 1, "the exit is read (early, or after the close)")
+				assert.Equal(t, 1, e.count("GET", rStatus), "the exit read after the close")
 			}},
 		ws: 1, // the snapshot is plain HTTP
 	}, {
@@ -120,7 +119,7 @@ func TestStreamedCommandCompletes(t *testing.T) {
 			faults: []fault{{Method: "GET", Route: rLogs, Times: 1, Status: 200,
 				Body: `{"output":"","stdout":"l1","stderr":""}`}}},
 	}, {
-		// Fake clock: no early reads, only the fast-path snapshot fails.
+		// Only the fast-path snapshot fails.
 		streamedCase: streamedCase{name: "fast-path snapshot fails: keeps streaming", fakeClock: true,
 			faults: []fault{{Method: "GET", Route: rLogs, Times: 1, Status: 500}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
@@ -328,7 +327,7 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 				// ends after the command deadline, not at the same instant
 				// (two timers firing together would race, and a loaded
 				// machine could pick either).
-				e.awaitTimer(25 * time.Millisecond) // following: the command deadline is armed
+				e.awaitTimer(silentSocketLimit) // following: the command deadline is armed
 				e.clock.Advance(10 * time.Millisecond)
 				s.gate.open(t)
 				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
@@ -584,8 +583,7 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 			tail:   killShell,
 			stdout: streamedOut, stderr: streamedErr + incomplete, exit: new(killedShellCode),
 		}, {
-			// Every status read times out (no early read comes due on the
-			// fake clock; the poll's read is the first).
+			// Every status read times out (the poll's read is the first).
 			name:   "status read of the poll after a silent socket",
 			faults: []fault{{Method: "GET", Route: rStatus, Status: status}},
 			idle:   true,
@@ -635,7 +633,7 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 }
 
 // TestTimingIsTheReferences: the poll interval, the bound of the fast-path
-// and early status reads and the silent-socket limit are the reference's
+// snapshot and the silent-socket limit are the reference's
 // values; the tables above assert the behaviour with these values.
 func TestTimingIsTheReferences(t *testing.T) {
 	assert.Equal(t, time.Second, cmdexec.PollInterval)
