@@ -6,9 +6,8 @@ import (
 )
 
 // Clock is the time source of a Runner. Every wait and bound of the execute
-// path (status-read bounds, early status delays, the 15 s silent-socket
-// switch, the 1 s polling interval, the command deadline, durations) comes
-// from it, so tests drive hour-long commands with a fake clock
+// path (read bounds, the 15 s silent-socket switch, the 1 s polling
+// interval, the command deadline, durations) comes from it, so tests drive hour-long commands with a fake clock
 // (exectest.FakeClock) instead of sleeping.
 type Clock interface {
 	Now() time.Time

@@ -109,8 +109,8 @@ func TestBinaryAndMultibyteOutput(t *testing.T) {
 			d := e.lastDispatch()
 			c, ok := e.srv.Command(d.Sandbox, d.Session, d.CommandID)
 			require.True(t, ok)
-			assert.Equal(t, hostText(c.Stdout), res.Stdout)
-			assert.Equal(t, hostText(c.Stderr), res.Stderr)
+			assert.Equal(t, hostText([]byte(commandText(c.Stdout))), res.Stdout)
+			assert.Equal(t, hostText([]byte(commandText(c.Stderr))), res.Stderr)
 			assert.Equal(t, "A\uFFFD\uFFFDBéC🙂D\uFFFDE☃F\uFFFDG\uFFFD\uFFFD\uFFFD\n", res.Stdout)
 			assert.Equal(t, "err \uFFFD\n", res.Stderr)
 		}

@@ -52,7 +52,7 @@ var ErrDispatchUncertain = errors.New("exec: command dispatch outcome unknown")
 var (
 	errObservationBound = errors.New("session log observation bound exceeded")
 	errCommandDeadline  = errors.New("command deadline exceeded")
-	errStatusBound      = errors.New("status read bound exceeded")
+	errFastPathBound    = errors.New("fast-path snapshot bound exceeded")
 	errReadStalled      = errors.New("observation read under way at the command deadline")
 )
 

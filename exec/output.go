@@ -51,6 +51,13 @@ type streamBuf struct {
 	chars   int64 // code points of text (what the truncation marker reports)
 	capped  bool
 	dropped int64 // raw bytes discarded beyond the cap
+	sent    int   // bytes of text handed to the sink
+
+	// End marker (marker.go): a tail that may start it, whether it was
+	// seen, and the exit status it carried (stdout).
+	held  []byte
+	ended bool
+	code  int
 }
 
 // output demultiplexed per stream, deduplicated by byte offset and
@@ -67,6 +74,12 @@ type output struct {
 	gen     uint64
 	// sinkChars counts characters handed to the sink (for metadata).
 	sinkChars int64
+	// marker is the command's end-marker token (nil: no markers, e.g. the
+	// one-shot path).
+	marker []byte
+	// quiet: the command has ended (a marker was seen, or its exit was
+	// read), so nothing more goes to the sink; the result still gets all.
+	quiet bool
 }
 
 func newOutput(sink Sink, limit int64) *output {
@@ -89,10 +102,10 @@ func (o *output) nextGen() uint64 {
 	return o.gen
 }
 
-// feed places data at byte offset off of stream (0 stdout, 1 stderr).
-// Bytes below what was already accepted are a replay and are dropped;
-// a chunk starting beyond it (a gap) is dropped too, the next snapshot
-// fills it. It reports false if gen is stale.
+// feed places data at byte offset off of stream (0 stdout, 1 stderr) and
+// forwards the new text live. Bytes below what was already accepted are a
+// replay and are dropped; a chunk starting beyond it (a gap) is dropped
+// too, the next snapshot fills it. It reports false if gen is stale.
 func (o *output) feed(gen uint64, stream int, off int64, data []byte) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -100,7 +113,49 @@ func (o *output) feed(gen uint64, stream int, off int64, data []byte) bool {
 		return false
 	}
 	o.feedLocked(stream, off, data)
+	o.liveLocked()
 	return true
+}
+
+// feedQuiet is feed without live output: a snapshot is read whole before
+// its text may go live (publish), because a snapshot that ends with the
+// markers belongs to a command that has already ended.
+func (o *output) feedQuiet(gen uint64, stream int, off int64, data []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if gen == o.gen {
+		o.feedLocked(stream, off, data)
+	}
+}
+
+// useMarker makes the output look for the command's end markers.
+func (o *output) useMarker(tok []byte) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.marker = tok
+}
+
+// ended reports the exit status carried by the end markers once both
+// streams have shown theirs: the output is then complete.
+func (o *output) ended() (code int, ok bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.streams[0].code, o.streams[0].ended && o.streams[1].ended
+}
+
+// publish forwards text not yet sent live, unless the command has ended.
+func (o *output) publish() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.liveLocked()
+}
+
+// stopLive ends live output: the command's exit is known, what arrives
+// from now on goes to the result only.
+func (o *output) stopLive() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.quiet = true
 }
 
 func (o *output) feedLocked(stream int, off int64, data []byte) {
@@ -111,6 +166,15 @@ func (o *output) feedLocked(stream int, off int64, data []byte) {
 	}
 	data = data[b.recv-off:]
 	b.recv = end
+	if o.marker != nil {
+		data = scanMarker(b, o.marker, stream == 0, data)
+		if b.ended {
+			o.quiet = true // the command has ended: no more live output
+		}
+		if len(data) == 0 {
+			return
+		}
+	}
 	if b.capped {
 		b.dropped += int64(len(data))
 		return
@@ -128,7 +192,7 @@ func (o *output) feedLocked(stream int, off int64, data []byte) {
 // decodeLocked appends the complete characters of p to the stream's text
 // (invalid bytes become U+FFFD, one per byte, exactly as decoding the whole
 // stream at once would), withholds an incomplete trailing sequence unless
-// final, applies the cap and forwards the new text.
+// final and applies the cap.
 func (o *output) decodeLocked(b *streamBuf, p []byte, final bool) {
 	start := b.text.Len()
 	if b.text.Cap()-start < len(p) {
@@ -183,24 +247,37 @@ func (o *output) decodeLocked(b *streamBuf, p []byte, final bool) {
 	if i < len(p) {
 		b.pending = append([]byte(nil), p[i:]...)
 	}
-	if b.text.Len() > start {
-		o.emitLocked(b.name, b.text.String()[start:])
+}
+
+// liveLocked forwards each stream's text not yet sent, while the command
+// runs.
+func (o *output) liveLocked() {
+	if o.quiet {
+		return
+	}
+	for _, b := range o.streams {
+		if n := b.text.Len(); n > b.sent {
+			o.emitLocked(b.name, b.text.String()[b.sent:])
+			b.sent = n
+		}
 	}
 }
 
 // finish publishes withheld bytes after a confirmed exit: the stream is
-// complete, so an incomplete sequence is genuine and becomes U+FFFD.
+// complete, so an incomplete sequence is genuine and becomes U+FFFD, and
+// a tail held back as a possible marker start is output (no marker came).
 func (o *output) finish() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.gen++ // nothing may change the result from now on
 	for _, b := range o.streams {
-		if len(b.pending) > 0 && !b.capped {
-			p := b.pending
-			b.pending = nil
+		p := append(b.pending, b.held...)
+		b.pending, b.held = nil, nil
+		if len(p) > 0 && !b.capped {
 			o.decodeLocked(b, p, true)
 		}
 	}
+	o.liveLocked()
 }
 
 // emitLocked forwards text in chunks of at most maxSinkChunk bytes, never

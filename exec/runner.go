@@ -72,7 +72,10 @@ type Result struct {
 // StreamStdout or StreamStderr, text
 // is non-empty, never splits a UTF-8 character and is at most 512 KiB.
 // Calls are sequential, in order, and all return before Execute does; the
-// concatenation per stream is a prefix of the final Stdout/Stderr. A
+// concatenation per stream is a prefix of the final Stdout/Stderr. Only
+// output that arrives while the command runs is sent: what arrives with
+// its end (its end markers, or after its exit was read) is in the result
+// only. A
 // non-nil error stops live output for this execute (the result is
 // unaffected).
 type Sink func(stream, text string) error
@@ -101,7 +104,6 @@ const (
 )
 
 var (
-	earlyStatusDelays = []time.Duration{25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
 	exitRetryDelays   = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond}
 	maxStreamAttempts = 2 // the first connection and one reconnect
 	sessionIDPrefix   = "paperclip-"

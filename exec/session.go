@@ -193,7 +193,9 @@ func (x *run) inSession() (Result, error) {
 // a sandbox restart): the session is recreated and the dispatch made once
 // more. Any other failure leaves the outcome unknown and is not retried.
 func (x *run) dispatch() error {
-	wrapped := "( " + x.script + " )" // a top-level exit cannot end the session shell
+	m := newEndMarker()
+	x.out.useMarker(m.tok)
+	wrapped := m.wrap(x.script)
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := x.r.acquireSession(x.cmdCtx, x.lease, x.t)
 		if err != nil {
@@ -228,7 +230,7 @@ func (x *run) dispatch() error {
 type streamEnd int
 
 const (
-	endExited   streamEnd = iota // an early status read saw the exit code
+	endExited   streamEnd = iota // both end markers arrived
 	endClean                     // the server closed normally
 	endRejected                  // the connection failed
 	endIdle                      // silent for SilentSocketLimit
@@ -236,16 +238,21 @@ const (
 )
 
 func (x *run) observe() (Result, error) {
-	// Already-exited fast path: one status read bounded to 500 ms (and the
-	// command deadline); an exit code means no socket at all.
-	code, err := x.statusRead(x.cmdCtx, FastPathBound, errStatusBound)
+	// Already-exited fast path: one log snapshot over the connection the
+	// dispatch just used, bounded like the reference's first status read
+	// (500 ms and the command deadline). Both end markers in it prove the
+	// output complete and carry the exit status: done, in two calls. A
+	// failed or incomplete read only means: follow (what it brought is kept
+	// and goes live, the follow skips it by byte offset).
+	_ = x.rawSnapshot(x.cmdCtx, FastPathBound, errFastPathBound)
 	if x.cmdCtx.Err() != nil {
 		return x.stopped(context.Cause(x.cmdCtx))
 	}
-	if err == nil && code != nil {
+	if code, ok := x.out.ended(); ok {
 		x.observed = "fast_path"
-		return x.complete(*code)
+		return x.complete(code)
 	}
+	x.out.publish()
 	x.observed = "followed"
 	for attempt := 0; attempt < maxStreamAttempts; attempt++ {
 		end, code, cause := x.follow()
@@ -292,13 +299,21 @@ func (x *run) readFailed(err error) (Result, error) {
 	return res, fmt.Errorf("exec: observe command: %w", err)
 }
 
-// follow runs one follow connection with its early status reads and the
-// silent-socket watchdog, and returns how it ended. The connection and its
-// helpers have ended when follow returns; their late callbacks are ignored.
+// follow runs one follow connection with the silent-socket watchdog, and
+// returns how it ended. Both end markers in its frames end it at once
+// (endExited): the daemon closes the socket only about a second after the
+// exit. The reference's early status reads (25/50/100/200 ms into each
+// connection) are not made: with the markers they could only tell what
+// the next frame tells, at the cost of up to four calls per command; a
+// command whose markers never come (it killed the session shell) is seen
+// by the status read after the close, a silent socket by the 15 s switch.
+// The connection has ended when follow returns; its late callbacks are
+// ignored.
 func (x *run) follow() (end streamEnd, code int, cause error) {
 	gen := x.out.nextGen()
 	actx, acancel := context.WithCancel(x.cmdCtx)
 	activity := make(chan struct{}, 1)
+	marked := make(chan struct{}, 1) // both end markers arrived
 	done := make(chan error, 1)
 	go func() {
 		done <- x.t.Client.Toolbox.FollowSessionCommandLogs(actx, x.t.Sandbox, x.sess.id, x.cmdID, nil,
@@ -308,24 +323,15 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 					case activity <- struct{}{}:
 					default:
 					}
+					if _, ok := x.out.ended(); ok {
+						select {
+						case marked <- struct{}{}:
+						default:
+						}
+					}
 				}
 				return nil
 			})
-	}()
-	early := make(chan int, 1)
-	earlyDone := make(chan struct{})
-	go func() {
-		defer close(earlyDone)
-		for _, d := range earlyStatusDelays {
-			if !sleep(actx, x.r.clock, d) {
-				return
-			}
-			c, err := x.statusRead(actx, FastPathBound, errStatusBound)
-			if err == nil && c != nil {
-				early <- *c
-				return
-			}
-		}
 	}()
 	silence := x.r.clock.NewTimer(SilentSocketLimit)
 	var followErr error
@@ -337,16 +343,13 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 		if !followEnded {
 			<-done
 		}
-		<-earlyDone
 	}()
 	for {
 		select {
 		case followErr = <-done:
 			followEnded = true
-			select {
-			case c := <-early:
+			if c, ok := x.out.ended(); ok {
 				return endExited, c, nil
-			default:
 			}
 			if x.cmdCtx.Err() != nil {
 				return endStopped, 0, context.Cause(x.cmdCtx)
@@ -355,7 +358,10 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 				return endClean, 0, nil
 			}
 			return endRejected, 0, nil
-		case c := <-early:
+		case <-marked:
+			// The markers prove the output complete: the socket's close
+			// (about a second after the exit) is not waited for.
+			c, _ := x.out.ended()
 			return endExited, c, nil
 		case <-activity:
 			silence.Stop()
@@ -385,13 +391,15 @@ func (x *run) exitAfterClose() (*int, error) {
 	}
 }
 
-// complete finishes a command whose exit code is recorded: one final
-// separated snapshot reconciles what the stream missed. The snapshot runs
-// outside the command deadline (the command is over) but under the
-// observation bound.
+// complete finishes a command whose exit code is recorded. Its output
+// now goes to the result only. Unless the end markers already proved the
+// output complete, one final separated snapshot reconciles what the stream
+// missed; it runs outside the command deadline (the command is over) but
+// under the observation bound.
 func (x *run) complete(code int) (Result, error) {
-	if !x.out.bothCapped() {
-		if err := x.rawSnapshot(x.ctx, x.eff); err != nil {
+	x.out.stopLive()
+	if _, marked := x.out.ended(); !marked && !x.out.bothCapped() {
+		if err := x.rawSnapshot(x.ctx, x.eff, errObservationBound); err != nil {
 			if x.timeoutScope(err, true) != "" {
 				return x.timeout(scopeObservation, err, &code), nil
 			}
@@ -411,20 +419,22 @@ func (x *run) complete(code int) (Result, error) {
 	return x.result(&code), nil
 }
 
-// rawSnapshot reads the whole log once more as the raw marked bytes,
-// streamed (memory stays bounded whatever the command printed), and feeds
-// what the stream missed by per-stream byte offset, exactly as a reconnect
-// does. Byte offsets of the raw log are the follow socket's, so the
-// reconciliation is exact even for binary output; the JSON snapshot would
-// have to be held whole, and it renders invalid bytes as U+FFFD.
-func (x *run) rawSnapshot(parent context.Context, d time.Duration) error {
+// rawSnapshot reads the whole log as the raw marked bytes, streamed
+// (memory stays bounded whatever the command printed), bounded by d
+// (boundCause), and feeds what is new by per-stream byte offset, exactly
+// as a reconnect does. Byte offsets of the raw log are the follow
+// socket's, so the reconciliation is exact even for binary output; the
+// JSON snapshot would have to be held whole, and it renders invalid bytes
+// as U+FFFD. Nothing goes live here: the caller publishes the text if the
+// command still runs.
+func (x *run) rawSnapshot(parent context.Context, d time.Duration, boundCause error) error {
 	started := x.r.clock.Now()
 	gen := x.out.nextGen()
 	defer x.out.nextGen() // late callbacks of this read are ignored
-	rctx, cancel := withBound(parent, x.r.clock, d, errObservationBound)
+	rctx, cancel := withBound(parent, x.r.clock, d, boundCause)
 	defer cancel()
 	err := x.t.Client.Toolbox.StreamSessionCommandLogs(rctx, x.t.Sandbox, x.sess.id, x.cmdID, func(c daytona.LogChunk) error {
-		x.out.feed(gen, int(c.Stream)-1, c.Offset, c.Data)
+		x.out.feedQuiet(gen, int(c.Stream)-1, c.Offset, c.Data)
 		return nil
 	})
 	if err != nil {
@@ -446,15 +456,22 @@ func (x *run) poll() (Result, error) {
 		if err != nil {
 			return x.readFailed(err)
 		}
+		if code != nil {
+			x.out.stopLive()
+		}
 		if !x.out.bothCapped() {
-			if err := x.rawSnapshot(x.cmdCtx, x.eff); err != nil {
+			if err := x.rawSnapshot(x.cmdCtx, x.eff, errObservationBound); err != nil {
 				return x.readFailed(err)
 			}
+		}
+		if c, ok := x.out.ended(); ok {
+			code = &c // the markers are proof even if the status read came first
 		}
 		if code != nil {
 			x.out.finish()
 			return x.result(code), nil
 		}
+		x.out.publish()
 		if !sleep(x.cmdCtx, x.r.clock, PollInterval) {
 			return x.stopped(context.Cause(x.cmdCtx))
 		}

@@ -52,83 +52,88 @@ func (c streamedCase) execute(t *testing.T) (*env, *streamed, cmdexec.Result, er
 // status reads, a command that exits gets a completed result with all of
 // its output, the live output equal to it, dispatched exactly once.
 func TestStreamedCommandCompletes(t *testing.T) {
-	release := make(chan struct{}) // holds the fast-path read of "early status read ends the follow"
+	release := make(chan struct{}) // holds the fast-path snapshot of "silent socket after an empty fast-path snapshot"
 	type completes struct {
 		streamedCase
 		ws        int    // follow connections (0: not checked)
 		logStream string // metadata.logStream ("": not checked)
 	}
 	cases := []completes{{
-		// Fake clock: early status reads never come due.
-		streamedCase: streamedCase{name: "one stream call, one status read, one snapshot", fakeClock: true,
+		// The end markers in the stream end it: no status read, no final
+		// snapshot.
+		streamedCase: streamedCase{name: "one snapshot, one stream call, no status read", fakeClock: true,
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
-				assert.Equal(t, 2, e.count("GET", rLogs), "the stream and one final snapshot")
-				assert.Equal(t, 2, e.count("GET", rStatus), "fast-path read and one exit-code read after the stream ended")
+				assert.Equal(t, 2, e.count("GET", rLogs), "the fast-path snapshot and the stream")
+				assert.Equal(t, 0, e.count("GET", rStatus), "the markers carry the exit code")
 			}},
 		ws: 1, logStream: "followed",
 	}, {
-		// The socket stays silent; the first early status read (25 ms on
-		// the fake clock) sees the exit, the final snapshot supplies the
-		// output. A real clock would let a loaded machine overrun the
-		// reads' 500 ms bound and make further early reads. The fast-path
-		// read is held until the command has exited and then answers
-		// "running" (as a read racing the exit would).
-		streamedCase: streamedCase{name: "early status read ends the follow without waiting for the close", fakeClock: true,
+		// The socket stays silent, so the end markers never arrive, and
+		// no early status read is made (the markers replaced them): the
+		// silent-socket switch polls, and the poll's status read and
+		// snapshot complete it. The fast-path snapshot is held until the
+		// command has exited and then answers an empty log (as a read
+		// racing the exit would).
+		streamedCase: streamedCase{name: "silent socket after an empty fast-path snapshot: polled, no early status read", fakeClock: true,
 			faults: []fault{
+				{Method: "GET", Route: rLogs, Times: 1, Gate: release, Status: 200, Body: emptyLog},
 				{Route: rLogs, WSSilent: true, Times: 1},
-				{Method: "GET", Route: rStatus, Times: 1, Gate: release, Status: 200, Body: `{"id":"c","command":"c"}`},
 			},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
 				s.gate.open(t)
 				e.awaitExited()
 				close(release)
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1), "the follow connects")
-				e.awaitTimer(25 * time.Millisecond)
-				e.clock.Advance(25 * time.Millisecond)
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 2), "the follow connects")
+				e.awaitTimer(silentSocketLimit)
+				e.clock.Advance(silentSocketLimit)
 				return e.wait(s.ch)
 			},
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
-				assert.Equal(t, 2, e.count("GET", rStatus), "the fast-path read and the first early read")
+				assert.Equal(t, 1, e.count("GET", rStatus), "the poll's read only")
+				assert.Equal(t, 3, e.count("GET", rLogs), "fast-path snapshot, follow, the poll's snapshot")
 			}},
-		ws: 1,
+		ws: 1, logStream: "polled",
 	}, {
-		// The final frame never arrives; the final snapshot, read as the
-		// raw log streamed (bounded memory whatever its size), fills it in
-		// by byte offset without a second socket: the bytes written after
-		// the socket closed are recovered.
+		// The final frame (it holds the end markers) never arrives; after
+		// the clean close the exit is read and the final snapshot, read as
+		// the raw log streamed (bounded memory whatever its size), fills it
+		// in by byte offset without a second socket: the bytes written
+		// after the socket closed are recovered.
 		streamedCase: streamedCase{name: "final frame lost, reconciled by the streamed snapshot",
-			faults: []fault{{Route: rLogs, WSDropFinal: true, Times: 1}},
+			faults: []fault{dropFinalFrame},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				s.gate.open(t)
 				return e.wait(s.ch)
 			},
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
-				assert.Equal(t, 2, e.count("GET", rLogs), "the follow and one final snapshot")
+				assert.Equal(t, 3, e.count("GET", rLogs), "fast-path snapshot, the follow and one final snapshot")
+				assert.Equal(t, 1, e.count("GET", rStatus), "the exit read after the close")
 			}},
 		ws: 1, // the snapshot is plain HTTP
 	}, {
-		// The first logs GET is the follow socket; the second (final
-		// snapshot) answers a log that is shorter than what was streamed.
-		streamedCase: streamedCase{name: "snapshot shorter than the stream",
-			faults: []fault{{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Status: 200,
+		// The fast-path snapshot answers a log that is shorter than what
+		// the stream then replays (it ends inside a line): the stream's
+		// replay of it is dropped by byte offset.
+		streamedCase: streamedCase{name: "fast-path snapshot shorter than the stream",
+			faults: []fault{{Method: "GET", Route: rLogs, Times: 1, Status: 200,
 				Body: `{"output":"","stdout":"l1","stderr":""}`}}},
 	}, {
-		// Fake clock: no early reads, only the fast-path read fails.
-		streamedCase: streamedCase{name: "fast-path status read fails: keeps streaming", fakeClock: true,
-			faults: []fault{{Method: "GET", Route: rStatus, Times: 1, Status: 500}},
+		// Only the fast-path snapshot fails.
+		streamedCase: streamedCase{name: "fast-path snapshot fails: keeps streaming", fakeClock: true,
+			faults: []fault{{Method: "GET", Route: rLogs, Times: 1, Status: 500}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				s.gate.open(t)
 				return e.wait(s.ch)
 			}},
 	}, {
-		streamedCase: streamedCase{name: "hung fast-path status read is bounded", fakeClock: true,
-			faults: []fault{{Method: "GET", Route: rStatus, Times: 1, Hang: true}},
+		streamedCase: streamedCase{name: "hung fast-path snapshot is bounded", fakeClock: true,
+			faults: []fault{{Method: "GET", Route: rLogs, Times: 1, Hang: true}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				e.awaitTimer(fastPathBound)
 				// The hung read must have reached the server, or the fault
 				// would catch a later read.
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
 				e.clock.Advance(fastPathBound)
 				return e.finish(t, s)
 			}},
@@ -137,7 +142,7 @@ func TestStreamedCommandCompletes(t *testing.T) {
 		// Both connections break after a few bytes: reconnect once, then
 		// poll.
 		streamedCase: streamedCase{name: "reconnect once, then poll", fakeClock: true,
-			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 6, Times: 2}},
+			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 6, Skip: 1, Times: 2}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				e.awaitTimer(pollInterval) // polling after two failed connections
 				e.awaitOutput("l2 ok")
@@ -172,7 +177,7 @@ func TestStreamedCommandCompletes(t *testing.T) {
 	// (17). One reconnect; its replayed prefix is dropped by byte offset.
 	for _, cut := range []int{1, 2, 5, 9, 12, 14, 15, 17} {
 		cases = append(cases, completes{streamedCase: streamedCase{name: fmt.Sprintf("socket closed after %d bytes", cut),
-			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: cut, Times: 1}},
+			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: cut, Skip: 1, Times: 1}},
 			check: func(t *testing.T, _ *env, s *streamed, _ cmdexec.Result) {
 				for _, c := range s.rec.all() {
 					assert.NotContains(t, c.text, "\uFFFD")
@@ -186,14 +191,14 @@ func TestStreamedCommandCompletes(t *testing.T) {
 		name  string
 		fault fault
 	}{
-		{"socket connected but silent", fault{Route: rLogs, WSSilent: true, Times: 1}},
-		{"socket never connects", fault{Method: "GET", Route: rLogs, Hang: true, Times: 1}},
+		{"socket connected but silent", fault{Route: rLogs, WSSilent: true, Skip: 1, Times: 1}},
+		{"socket never connects", fault{Method: "GET", Route: rLogs, Hang: true, Skip: 1, Times: 1}},
 	} {
 		cases = append(cases, completes{streamedCase: streamedCase{name: f.name + ": polling after SilentSocketLimit", fakeClock: true,
 			faults: []fault{f.fault},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				e.awaitTimer(silentSocketLimit)
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 2))
 				e.awaitOutput("l2 ok")
 				e.clock.Advance(silentSocketLimit)
 				s.awaitFirst(t)
@@ -240,7 +245,7 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 		// The poll fallback after two failed streams runs out of the
 		// command's budget; the session of the runaway command is deleted.
 		streamedCase: streamedCase{name: "poll fallback", fakeClock: true, timeout: time.Minute,
-			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 0, Times: 2}},
+			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 0, Skip: 1, Times: 2}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				e.awaitTimer(pollInterval)
 				e.awaitOutput("l2 ok")
@@ -262,12 +267,14 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 		// 60 s after the start, ends it with the output polled so far.
 		streamedCase: streamedCase{name: "poll fallback after aged failed streams ends at the command deadline", fakeClock: true, timeout: time.Minute,
 			faults: []fault{
-				{Method: "GET", Route: rLogs, Gate: agedRelease[0], WSClose: true, WSCloseAfterBytes: 0, Times: 1},
-				{Method: "GET", Route: rLogs, Gate: agedRelease[1], WSClose: true, WSCloseAfterBytes: 0, Times: 1},
+				// Skip: the fast-path snapshot (each rule counts the requests
+				// it was asked about).
+				{Method: "GET", Route: rLogs, Gate: agedRelease[0], WSClose: true, WSCloseAfterBytes: 0, Skip: 1, Times: 1},
+				{Method: "GET", Route: rLogs, Gate: agedRelease[1], WSClose: true, WSCloseAfterBytes: 0, Skip: 1, Times: 1},
 			},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				for i, release := range agedRelease {
-					require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, i+1))
+					require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, i+2))
 					e.awaitTimer(silentSocketLimit)
 					e.clock.Advance(10 * time.Second)
 					close(release)
@@ -288,41 +295,42 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 			}},
 		reason: "Command timed out after 60 s.\n",
 	}, {
-		// The command exited (the exit code was read) but the final
-		// snapshot stalls until the deadline.
-		streamedCase: streamedCase{name: "final snapshot stall after a confirmed exit", fakeClock: true, timeout: 10 * time.Minute, tail: "; exit 5",
-			faults: []fault{{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Hang: true}},
+		// The command exited without end markers (it killed the session
+		// shell), the exit code was read after the clean close, but the
+		// final snapshot stalls until the deadline.
+		streamedCase: streamedCase{name: "final snapshot stall after a confirmed exit", fakeClock: true, timeout: 10 * time.Minute, tail: killShell,
+			faults: []fault{{Method: "GET", Route: rLogs, Skip: 2, Times: 1, Hang: true}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				s.awaitFirst(t)
 				s.gate.open(t)
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 2))
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 3))
 				e.clock.Advance(10 * time.Minute)
 				return e.wait(s.ch)
 			},
 			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
 				assert.Equal(t, "session_log_observation", res.Metadata["timeoutScope"])
-				assert.Equal(t, 5, res.Metadata["observedExitCode"])
+				assert.Equal(t, killedShellCode, res.Metadata["observedExitCode"])
 				assert.Equal(t, 0, e.count("DELETE", rSessionD), "an exited command does not retire its session")
 			}},
 		reason: "Session log observation timed out after 600 s; final output may be incomplete.\n", confirmed: true,
 	}, {
-		// After the clean close the status read hangs; the command
-		// deadline (10 min of fake time) ends the observation, the
-		// streamed output is kept. The read stalled after the stream
-		// closed, so it is an observation timeout: whether the command
-		// exited is not known.
-		streamedCase: streamedCase{name: "status read hangs after a clean close", fakeClock: true, timeout: 10 * time.Minute,
-			faults: []fault{{Method: "GET", Route: rStatus, Skip: 1, Hang: true}},
+		// After the clean close (no end markers: the command killed the
+		// session shell) the status read hangs; the command deadline (10 min of fake time)
+		// ends the observation, the streamed output is kept. The read
+		// stalled after the stream closed, so it is an observation
+		// timeout: whether the command exited is not known.
+		streamedCase: streamedCase{name: "status read hangs after a clean close", fakeClock: true, timeout: 10 * time.Minute, tail: killShell,
+			faults: []fault{{Method: "GET", Route: rStatus, Hang: true}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				// Fake time moves on a little while the command runs, as
 				// real time would: the status read's own 10 min bound then
 				// ends after the command deadline, not at the same instant
 				// (two timers firing together would race, and a loaded
 				// machine could pick either).
-				e.awaitTimer(25 * time.Millisecond) // following: the command deadline is armed
+				e.awaitTimer(silentSocketLimit) // following: the command deadline is armed
 				e.clock.Advance(10 * time.Millisecond)
 				s.gate.open(t)
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 2))
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
 				e.clock.Advance(10*time.Minute - 5*time.Millisecond)
 				return e.wait(s.ch)
 			},
@@ -338,11 +346,11 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 		// and the log snapshot of the poll stalls until the command
 		// deadline: an observation timeout with the output so far.
 		streamedCase: streamedCase{name: "poll snapshot stalls after a silent socket", fakeClock: true, timeout: 10 * time.Minute,
-			faults: []fault{{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Hang: true}},
+			faults: []fault{{Method: "GET", Route: rLogs, Skip: 2, Times: 1, Hang: true}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				s.awaitFirst(t)
 				s.rec.await(t, "stderr", "e1 ☃\n")
-				e.silenceUntilRequests("GET", rLogs, 2)
+				e.silenceUntilRequests("GET", rLogs, 3)
 				e.clock.Advance(10 * time.Minute)
 				return e.wait(s.ch)
 			},
@@ -463,10 +471,11 @@ func TestInterruptedCommandKeepsPartialOutput(t *testing.T) {
 			}},
 		errIs: cmdexec.ErrLeaseNotActive, stdout: streamedFirst,
 	}, {
-		// A status error after a clean close is returned; the streamed
-		// output is kept.
-		streamedCase: streamedCase{name: "status read fails after a clean close", fakeClock: true,
-			faults: []fault{{Method: "GET", Route: rStatus, Skip: 1, Status: 500}},
+		// A status error after a clean close (no end markers: the command
+		// killed the session shell) is returned; the streamed output is
+		// kept.
+		streamedCase: streamedCase{name: "status read fails after a clean close", fakeClock: true, tail: killShell,
+			faults: []fault{{Method: "GET", Route: rStatus, Status: 500}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				s.gate.open(t)
 				return e.wait(s.ch)
@@ -492,10 +501,12 @@ func TestInterruptedCommandKeepsPartialOutput(t *testing.T) {
 	}
 }
 
-// TestFastPathCommandExitedBeforeFirstStatusRead: a command that has
-// exited before the first status read returns its own exit code, zero or
-// not, from that read and one final snapshot, without a follow socket.
-func TestFastPathCommandExitedBeforeFirstStatusRead(t *testing.T) {
+// TestFastPathCommandExitedBeforeFirstSnapshot: a command that has exited
+// before the first log snapshot returns its own exit code, zero or not,
+// and its exact bytes (no newline added to an unterminated last line) from
+// that one read: two API calls in all (dispatch and snapshot), no status
+// read, no follow socket, and no live output (the command had ended).
+func TestFastPathCommandExitedBeforeFirstSnapshot(t *testing.T) {
 	for _, code := range []int{0, 1, 42} {
 		t.Run(fmt.Sprintf("exit %d", code), func(t *testing.T) {
 			// Fake clock: the held read's 500 ms bound must not run out
@@ -503,11 +514,11 @@ func TestFastPathCommandExitedBeforeFirstStatusRead(t *testing.T) {
 			// fail and the follow path would be taken).
 			e := newEnv(t, withFakeClock)
 			release := make(chan struct{})
-			e.srv.Inject(fault{Method: "GET", Route: rStatus, Times: 1, Gate: release})
+			e.srv.Inject(fault{Method: "GET", Route: rLogs, Times: 1, Gate: release})
 			rec := newRecorder()
 			id := tag()
 			ch := e.start(bashReq(fmt.Sprintf("printf 'a\\nb'; printf 'E' >&2; : %s; exit %d", id, code)), rec)
-			// Let the first status read wait until the command has finished.
+			// Let the first snapshot wait until the command has finished.
 			require.NoError(t, e.srv.Await(ctxT(t), func() bool { return e.srv.CountDispatches(id) == 1 }))
 			e.awaitExited()
 			close(release)
@@ -516,13 +527,14 @@ func TestFastPathCommandExitedBeforeFirstStatusRead(t *testing.T) {
 			require.NotNil(t, res.ExitCode)
 			assert.Equal(t, code, *res.ExitCode, "the command's own exit code")
 			assert.False(t, res.TimedOut)
-			assert.Equal(t, "a\nb\n", res.Stdout, "the daemon terminates a final line")
-			assert.Equal(t, "E\n", res.Stderr)
+			assert.Equal(t, "a\nb", res.Stdout, "exact bytes: no newline added")
+			assert.Equal(t, "E", res.Stderr)
 			assert.Equal(t, "fast_path", res.Metadata["logStream"])
 			assert.Equal(t, 0, e.wsCount(), "no follow socket")
-			assert.Equal(t, 1, e.count("GET", rStatus))
-			assert.Equal(t, 1, e.count("GET", rLogs), "one final snapshot")
-			assertLive(t, rec, res)
+			assert.Equal(t, 0, e.count("GET", rStatus), "no status read")
+			assert.Equal(t, 1, e.count("GET", rLogs), "one snapshot")
+			assert.Equal(t, 2, e.commandCalls(), "dispatch and snapshot")
+			assert.Empty(t, rec.all(), "output of an ended command goes to the result only")
 			assert.Equal(t, 1, e.srv.CountDispatches(id))
 		})
 	}
@@ -549,40 +561,45 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 	for _, status := range []int{504, 408} {
 		for _, c := range []struct {
 			name   string
-			fault  fault
+			faults []fault
 			tail   string
 			idle   bool // the socket goes silent (the runner polls) instead of closing at the exit
 			stdout string
 			stderr string
 			exit   *int // metadata.observedExitCode (and commandExitConfirmed)
 		}{{
-			// The fast-path read passes, the read after the clean close
-			// times out.
+			// No end markers (the command kills the session shell), the
+			// status read after the clean close times out.
 			name:   "status read after a clean close",
-			fault:  fault{Method: "GET", Route: rStatus, Skip: 1, Times: 1, Status: status},
+			faults: []fault{{Method: "GET", Route: rStatus, Times: 1, Status: status}},
+			tail:   killShell,
 			stdout: streamedOut, stderr: streamedErr + unconfirmed,
 		}, {
-			// The follow passes, the final snapshot times out.
+			// No end markers, the exit is read after the clean close, the
+			// final snapshot (after the fast-path one and the follow)
+			// times out.
 			name:   "final snapshot after the exit was read",
-			fault:  fault{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Status: status},
-			tail:   "; exit 5",
-			stdout: streamedOut, stderr: streamedErr + incomplete, exit: new(5),
+			faults: []fault{{Method: "GET", Route: rLogs, Skip: 2, Times: 1, Status: status}},
+			tail:   killShell,
+			stdout: streamedOut, stderr: streamedErr + incomplete, exit: new(killedShellCode),
 		}, {
-			// Every status read after the fast-path read times out (the
-			// early reads ignore it, the poll does not).
+			// Every status read times out (the poll's read is the first).
 			name:   "status read of the poll after a silent socket",
-			fault:  fault{Method: "GET", Route: rStatus, Skip: 1, Status: status},
+			faults: []fault{{Method: "GET", Route: rStatus, Status: status}},
 			idle:   true,
 			stdout: streamedFirst, stderr: "e1 ☃\n" + unconfirmed,
 		}, {
+			// Skip the fast-path snapshot and the follow.
 			name:   "snapshot of the poll after a silent socket",
-			fault:  fault{Method: "GET", Route: rLogs, Skip: 1, Status: status},
+			faults: []fault{{Method: "GET", Route: rLogs, Skip: 2, Status: status}},
 			idle:   true,
 			stdout: streamedFirst, stderr: "e1 ☃\n" + unconfirmed,
 		}} {
 			t.Run(fmt.Sprintf("%d %s", status, c.name), func(t *testing.T) {
 				e := newEnv(t, withFakeClock)
-				e.srv.Inject(c.fault)
+				for _, f := range c.faults {
+					e.srv.Inject(f)
+				}
 				s := e.startStreamed(0, c.tail)
 				s.awaitFirst(t)
 				s.rec.await(t, "stderr", "e1 ☃\n")
@@ -616,7 +633,7 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 }
 
 // TestTimingIsTheReferences: the poll interval, the bound of the fast-path
-// and early status reads and the silent-socket limit are the reference's
+// snapshot and the silent-socket limit are the reference's
 // values; the tables above assert the behaviour with these values.
 func TestTimingIsTheReferences(t *testing.T) {
 	assert.Equal(t, time.Second, cmdexec.PollInterval)
@@ -651,6 +668,9 @@ func TestHealthyStreamHasNoLifetimeCap(t *testing.T) {
 		g.open(t)
 		line := fmt.Sprintf("t%04d\n", i)
 		want.WriteString(line)
+		if i == ticks {
+			break // the last line may come with the end markers: result only
+		}
 		rec.await(t, "stdout", line)
 		// The silence watchdog was re-armed by this line: moving 14 s on
 		// never lets it fire.
@@ -663,7 +683,7 @@ func TestHealthyStreamHasNoLifetimeCap(t *testing.T) {
 	assert.Equal(t, 3, *res.ExitCode)
 	assert.False(t, res.TimedOut)
 	assert.Equal(t, want.String(), res.Stdout)
-	assert.GreaterOrEqual(t, res.Metadata["durationMs"], int64(ticks*tick/time.Millisecond))
+	assert.GreaterOrEqual(t, res.Metadata["durationMs"], int64((ticks-1)*tick/time.Millisecond))
 	assert.Equal(t, "followed", res.Metadata["logStream"], "never switched to polling")
 	assert.Equal(t, 1, e.wsCount(), "one follow connection")
 	assertLive(t, rec, res)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -121,22 +122,62 @@ func headerHasToken(h http.Header, key, tok string) bool {
 	return false
 }
 
+// The daemon's follow loop (docs/daytona.md#follow-logs): it reads the
+// log in chunks while there is data, otherwise sleeps followTail between
+// reads, and once followCloseReads reads in a row came back empty (about
+// a second) it closes the stream if the command has exited. A client that
+// waits for that close after a command ends waits about a second; the
+// emulator keeps that cost visible instead of closing at once.
+const (
+	followTail       = 20 * time.Millisecond
+	followCloseReads = 50
+)
+
+// HoldFollowClose keeps the log follows of a session's commands open after
+// the commands exit, until release is called: a client that waits for the
+// daemon's close (instead of recognising the end by itself) then waits
+// until the test releases it. It reports false if the session is unknown.
+func (s *Server) HoldFollowClose(sandboxID, sessionID string) (release func(), ok bool) {
+	s.init()
+	s.mu.Lock()
+	sb := s.sandboxes[sandboxID]
+	s.mu.Unlock()
+	if sb == nil {
+		return nil, false
+	}
+	sb.tb.mu.Lock()
+	ss := sb.tb.sessions[sessionID]
+	sb.tb.mu.Unlock()
+	if ss == nil {
+		return nil, false
+	}
+	set := func(v bool) {
+		ss.mu.Lock()
+		ss.closeHeld = v
+		ss.mu.Unlock()
+	}
+	set(true)
+	return func() { set(false) }, true
+}
+
 // logTail reads a command log from offset 0 as it grows.
 type logTail struct {
 	ss     *session
 	cm     *command
 	f      *os.File
 	offset int64
+	empty  int // reads in a row that found nothing new
 }
 
 // next returns the next chunk (≤ followChunk bytes), or done=true once
-// the command finished and everything was read; it blocks while waiting.
+// the command finished, everything was read and the close delay passed
+// (at once when the session was deleted or its shell died); it blocks
+// while waiting.
 func (t *logTail) next(ctx context.Context, done <-chan struct{}) (chunk []byte, finished bool, err error) {
 	for {
 		t.ss.mu.Lock()
 		size := t.cm.size
 		exited := t.cm.exitCode != nil
-		grew := t.cm.grew
 		t.ss.mu.Unlock()
 		if t.offset < size {
 			n := size - t.offset
@@ -149,25 +190,33 @@ func (t *logTail) next(ctx context.Context, done <-chan struct{}) (chunk []byte,
 				return nil, false, err
 			}
 			t.offset += int64(m)
+			t.empty = 0
 			return buf[:m], false, nil
 		}
-		if exited {
+		select {
+		case <-t.ss.exited:
+			// Session gone: what is left was delivered above, end now.
+			return nil, true, nil
+		default:
+		}
+		t.ss.mu.Lock()
+		held := t.ss.closeHeld
+		t.ss.mu.Unlock()
+		if exited && t.empty >= followCloseReads && !held {
 			return nil, true, nil
 		}
+		tm := time.NewTimer(followTail)
 		select {
-		case <-grew:
+		case <-tm.C:
+			t.empty++
 		case <-ctx.Done():
+			tm.Stop()
 			return nil, false, ctx.Err()
 		case <-done:
+			tm.Stop()
 			return nil, false, errClosed
 		case <-t.ss.exited:
-			// Session killed: deliver what is left, then end.
-			t.ss.mu.Lock()
-			if t.cm.exitCode == nil {
-				t.ss.mu.Unlock()
-				return nil, true, nil
-			}
-			t.ss.mu.Unlock()
+			tm.Stop()
 		}
 	}
 }
@@ -462,7 +511,7 @@ func (ss *session) lineLocked(stderr bool, b []byte, complete bool) *command {
 }
 
 // appendLocked buffers a log record; flushLocked writes what is buffered
-// and wakes followers.
+// (followers see it at their next tail read).
 func (cm *command) appendLocked(p []byte) { cm.pending = append(cm.pending, p...) }
 
 func (cm *command) flushLocked() {
@@ -474,8 +523,6 @@ func (cm *command) flushLocked() {
 		cm.size += int64(n)
 	}
 	cm.pending = cm.pending[:0]
-	close(cm.grew)
-	cm.grew = make(chan struct{})
 }
 
 func (cm *command) completeLocked(code int) {
@@ -489,8 +536,6 @@ func (cm *command) completeLocked(code int) {
 		cm.log = nil
 	}
 	close(cm.done)
-	close(cm.grew)
-	cm.grew = make(chan struct{})
 }
 
 // finish runs once the shell exited and its output drained: commands that

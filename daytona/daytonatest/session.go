@@ -49,6 +49,9 @@ type session struct {
 	dead       bool
 	shellCode  int
 	killing    bool
+	// closeHeld: follows of this session's commands do not close after
+	// the exit while set (HoldFollowClose).
+	closeHeld bool
 }
 
 type command struct {
@@ -63,8 +66,7 @@ type command struct {
 	rc           int
 	exitCode     *int
 	done         chan struct{}
-	grew         chan struct{} // closed and replaced whenever the log grows
-	pending      []byte        // log records not yet written (flushLocked)
+	pending      []byte // log records not yet written (flushLocked)
 }
 
 func tbListSessions(c *call) {
@@ -335,7 +337,7 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 	}
 	cm := &command{
 		id: uuid.NewString(), text: text, async: async, suppressEcho: suppressEcho,
-		done: make(chan struct{}), grew: make(chan struct{}),
+		done: make(chan struct{}),
 	}
 	cm.logPath = filepath.Join(ss.dir, cm.id+".log")
 	scriptPath := filepath.Join(ss.dir, cm.id+".sh")

@@ -1,0 +1,158 @@
+package exec_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+)
+
+// TestSessionOutputIsByteExact: on the session path each stream of the
+// result is exactly what the command wrote, whether or not its last line
+// ends with a newline (the daemon terminates an unterminated last line;
+// the end marker on that line tells the runner the newline was not the
+// command's), and the live output is a prefix of it.
+func TestSessionOutputIsByteExact(t *testing.T) {
+	var mixed strings.Builder // 1 MiB of mixed UTF-8, lines of many lengths, no final newline
+	for i := 0; mixed.Len() < 1<<20; i++ {
+		fmt.Fprintf(&mixed, "%d aé🙂☃ %s\n", i, strings.Repeat("ß", i%50))
+	}
+	mixedText := strings.TrimSuffix(mixed.String(), "\n")
+	longLine := strings.Repeat("x", 64<<10-4) + "€" + "y" // a 64 KiB line, no newline
+	var interOut, interErr strings.Builder
+	for i := 1; i <= 200; i++ {
+		fmt.Fprintf(&interOut, "o%d ", i)
+		fmt.Fprintf(&interErr, "e%d ", i)
+	}
+	for _, c := range []struct {
+		name, script   string
+		files          map[string]string // written to the sandbox home first
+		stdout, stderr string
+	}{
+		{name: "no trailing newline", script: "printf abc; printf def >&2", stdout: "abc", stderr: "def"},
+		{name: "lines, the last unterminated", script: `printf 'a\nb'; printf 'c\nd' >&2`, stdout: "a\nb", stderr: "c\nd"},
+		{name: "terminated lines", script: `printf 'a\nb\n'; printf 'c\n' >&2`, stdout: "a\nb\n", stderr: "c\n"},
+		{name: "only newlines", script: `printf '\n\n\n'; printf '\n' >&2`, stdout: "\n\n\n", stderr: "\n"},
+		{name: "no output", script: "true", stdout: "", stderr: ""},
+		{name: "carriage-return progress", script: `printf '10%%\r50%%\r100%%\rdone'; printf 'p\r' >&2`,
+			stdout: "10%\r50%\r100%\rdone", stderr: "p\r"},
+		{name: "1 MiB of mixed UTF-8", script: "cat mixed.txt; cat mixed.txt >&2", files: map[string]string{"mixed.txt": mixedText},
+			stdout: mixedText, stderr: mixedText},
+		{name: "a 64 KiB line without newline", script: "cat long.txt; cat long.txt >&2", files: map[string]string{"long.txt": longLine},
+			stdout: longLine, stderr: longLine},
+		{name: "both streams interleaved", script: `for i in $(seq 1 200); do printf "o$i "; printf "e$i " >&2; done`,
+			stdout: interOut.String(), stderr: interErr.String()},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			for name, text := range c.files {
+				require.NoError(t, os.WriteFile(filepath.Join(e.info.HomeDir, name), []byte(text), 0o600))
+			}
+			rec := newRecorder()
+			id := tag()
+			res, err := e.runner.Execute(ctxT(t), e.target, bashReq(c.script+"; : "+id), rec.sink)
+			require.NoError(t, err)
+			require.NotNil(t, res.ExitCode)
+			assert.Equal(t, 0, *res.ExitCode)
+			assert.True(t, res.Stdout == c.stdout, "stdout: %d bytes, want %d; ends %q", len(res.Stdout), len(c.stdout), tail(res.Stdout))
+			assert.True(t, res.Stderr == c.stderr, "stderr: %d bytes, want %d; ends %q", len(res.Stderr), len(c.stderr), tail(res.Stderr))
+			assertLive(t, rec, res)
+			assert.Equal(t, 1, e.srv.CountDispatches(id))
+		})
+	}
+}
+
+func tail(s string) string { return s[max(0, len(s)-16):] }
+
+// TestFinishedCommandDoesNotWaitForTheSocketClose: the daemon closes a log
+// follow only about a second after the command's exit. A command that
+// finishes at once, seen on the follow socket (the fast-path snapshot
+// raced its start), returns as soon as its end markers arrive: the
+// emulator holds every follow of the session open until the test releases
+// it, and the execute returns anyway, with no status read.
+func TestFinishedCommandDoesNotWaitForTheSocketClose(t *testing.T) {
+	e := newEnv(t, withFakeClock)
+	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil) // opens the session
+	require.NoError(t, err)
+	release, ok := e.srv.HoldFollowClose(e.sb.ID, e.runner.SessionID(e.target.LeaseKey))
+	require.True(t, ok)
+	defer release()
+	e.srv.ResetRequests()
+	// The snapshot answers an empty log (it raced the command's start); a
+	// status read would say "running".
+	e.srv.Inject(fault{Method: "GET", Route: rLogs, Times: 1, Status: 200, Body: emptyLog})
+	e.srv.Inject(fault{Method: "GET", Route: rStatus, Times: 1, Status: 200, Body: `{"id":"c","command":"c"}`})
+	rec := newRecorder()
+	res, err := e.wait(e.start(bashReq("echo hi; echo err >&2; exit 4"), rec))
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, 4, *res.ExitCode)
+	assert.Equal(t, "hi\n", res.Stdout)
+	assert.Equal(t, "err\n", res.Stderr)
+	assert.Equal(t, "followed", res.Metadata["logStream"])
+	assert.Equal(t, 1, e.wsCount(), "one follow, left before its close")
+	assert.Equal(t, 0, e.count("GET", rStatus), "no status read")
+	assert.Equal(t, 2, e.count("GET", rLogs), "the snapshot and the follow; no final snapshot")
+	assertLive(t, rec, res)
+}
+
+// TestMissingMarkerFallsBackToTheStatusRead: a command that never lets its
+// end markers be printed (it kills the session shell) still completes with
+// the exit code the daemon recorded, read by the status read, and its
+// output from the final snapshot; the next command gets a new session.
+func TestMissingMarkerFallsBackToTheStatusRead(t *testing.T) {
+	e := newEnv(t)
+	rec := newRecorder()
+	id := tag()
+	res, err := e.runner.Execute(ctxT(t), e.target, bashReq("printf 'a\\nb'; printf E >&2; : "+id+killShell), rec.sink)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, killedShellCode, *res.ExitCode, "the exit the daemon recorded")
+	// Without the marker the runner cannot tell the daemon's newline from
+	// the command's: the old, terminated, form.
+	assert.Equal(t, "a\nb\n", res.Stdout)
+	assert.Equal(t, "E\n", res.Stderr)
+	assert.GreaterOrEqual(t, e.count("GET", rStatus), 1, "the status read is the evidence")
+	assertLive(t, rec, res)
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	res, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"next"}}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "next\n", res.Stdout)
+	assert.Equal(t, 2, e.count("POST", rSession), "a new session")
+}
+
+// TestForgedMarkerDoesNotEndTheCommand: a command that prints text shaped
+// like the end markers (a token of the right form, a lone lead byte) is not
+// taken to have ended: that text streams live as output, the command runs
+// on until it really exits, and the result holds every byte.
+func TestForgedMarkerDoesNotEndTheCommand(t *testing.T) {
+	const fake = "0123456789abcdef0123456789abcdef"
+	e := newEnv(t)
+	g := e.newGate()
+	rec := newRecorder()
+	id := tag()
+	script := fmt.Sprintf(`printf 'x\037%%s=0\n' %s; printf '\037%%s\n' %s >&2; printf 'half\037xyz\n'; %s; printf after; : %s; exit 3`,
+		fake, fake, g.shell(), id)
+	ch := e.start(bashReq(script), rec)
+	rec.await(t, "stdout", "x\x1f"+fake+"=0\nhalf\x1fxyz\n") // live: the runner took it for output
+	rec.await(t, "stderr", "\x1f"+fake+"\n")
+	select {
+	case o := <-ch:
+		t.Fatalf("the execute ended before the command: %+v", o)
+	default:
+	}
+	g.open(t)
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, 3, *res.ExitCode)
+	assert.Equal(t, "x\x1f"+fake+"=0\nhalf\x1fxyz\nafter", res.Stdout)
+	assert.Equal(t, "\x1f"+fake+"\n", res.Stderr)
+	assertLive(t, rec, res)
+}
