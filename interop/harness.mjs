@@ -394,7 +394,10 @@ async function runWorker() {
     ctx.logChunks = [];
     ctx.spans = [];
     const timeoutMs = typeof step.timeoutMs === "function" ? step.timeoutMs(ctx) : step.timeoutMs;
-    const sink = step.logSink ? (stream, chunk) => ctx.logChunks.push({ stream, chunk }) : undefined;
+    const sink = step.logSink ? (stream, chunk) => {
+      ctx.logChunks.push({ stream, chunk });
+      step.onLog?.(ctx, stream, chunk);
+    } : undefined;
     const started = performance.now();
     let value;
     let error;

@@ -12,6 +12,8 @@
 //   expectError optional: the JSON-RPC error code the call must fail with
 //   logSink     optional: true to pass an execute-log sink like executeRpc
 //               does; {stream, chunk} entries land in ctx.logChunks (reset per step)
+//   onLog(ctx, stream, chunk)
+//               optional: called for each execute-log chunk as it arrives
 //   traced      optional: true to call inside a host trace (a measured
 //               start-up step); the worker's span.record requests land in
 //               ctx.spans as {params, traceparent} (reset per step), and
@@ -248,10 +250,20 @@ export const steps = [
     name: "environmentExecute streams execute.log chunks that prefix the final output",
     method: "environmentExecute",
     skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    // The command keeps running after its output until the host has seen a
+    // live chunk (it then creates the gate file in the emulated sandbox's
+    // work dir, a host path), so the check does not depend on whether the
+    // worker's first read comes before or after the exit: output of a
+    // command that already ended goes to the result only. With no live chunk
+    // the command gives up after 60 s and the check fails.
     params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, command: "bash",
-      args: ["-c", "for i in $(seq 1 200); do echo \"line $i é😀\"; done; echo done >&2; exit 7"], timeoutMs: 60_000 }),
-    timeoutMs: (ctx) => executeRpc(60_000, ctx.state.leaseConfig),
+      args: ["-c", "for i in $(seq 1 200); do echo \"line $i é😀\"; done; echo done >&2; " +
+        "for i in $(seq 1 600); do [ -e .interop-live-seen ] && break; sleep 0.1; done; rm -f .interop-live-seen; exit 7"], timeoutMs: 120_000 }),
+    timeoutMs: (ctx) => executeRpc(120_000, ctx.state.leaseConfig),
     logSink: true,
+    onLog(ctx) {
+      if (ctx.logChunks.length === 1) fs.writeFileSync(path.join(ctx.state.lease.metadata.remoteCwd, ".interop-live-seen"), "");
+    },
     check(result, ctx) {
       if (result?.exitCode !== 7 || result?.timedOut !== false) return `exitCode ${result?.exitCode} timedOut ${result?.timedOut}`;
       const want = Array.from({ length: 200 }, (_, i) => `line ${i + 1} é😀\n`).join("");
