@@ -75,6 +75,8 @@ type Driver struct {
 	handles handles
 	idle    idle
 	runner  commandRunner
+
+	ingress ingressGenerations // runner ingress generations (ingress.go)
 }
 
 // New returns a Driver.
@@ -125,6 +127,7 @@ func (d *Driver) Register(reg *rpc.Registry) {
 	reg.Register("environmentExecute", hook(d, d.execute))
 	reg.Register("environmentSyncIn", hook(d, d.syncIn))
 	reg.Register("environmentSyncOut", hook(d, d.syncOut))
+	reg.Register("environmentRunnerIngressEndpoint", hook(d, d.runnerIngress))
 	reg.RegisterInline("health", func(context.Context, json.RawMessage) (any, error) { return d.Health(), nil })
 }
 
