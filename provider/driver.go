@@ -128,6 +128,11 @@ func (d *Driver) Register(reg *rpc.Registry) {
 	reg.Register("environmentSyncIn", hook(d, d.syncIn))
 	reg.Register("environmentSyncOut", hook(d, d.syncOut))
 	reg.Register("environmentRunnerIngressEndpoint", hook(d, d.runnerIngress))
+	reg.Register("environmentStartInteractiveSetup", hook(d, d.startInteractiveSetup))
+	reg.Register("environmentGetInteractiveSetup", hook(d, d.getInteractiveSetup))
+	reg.Register("environmentCancelInteractiveSetup", hook(d, d.cancelInteractiveSetup))
+	reg.Register("environmentCaptureTemplate", hook(d, d.captureTemplate))
+	reg.Register("environmentDeleteTemplate", hook(d, d.deleteTemplate))
 	reg.RegisterInline("health", func(context.Context, json.RawMessage) (any, error) { return d.Health(), nil })
 }
 

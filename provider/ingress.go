@@ -78,27 +78,8 @@ func (d *Driver) runnerIngress(ctx context.Context, p IngressParams) (*IngressEn
 	defer cancel()
 	var out *IngressEndpoint
 	err = d.scopes.withActivity(ctx, k, leaseID, false, func(ctx context.Context) error {
-		sb, _, err := d.sandbox(ctx, c, k, leaseID)
+		sb, err := d.liveSandbox(ctx, c, k, leaseID)
 		if err != nil {
-			return err
-		}
-		// A fresh record: the sandbox may have stopped behind a cached
-		// handle, and the generation follows its current revision.
-		if err := c.boundCall(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
-			fresh, _, err := c.client.Sandboxes.Get(ctx, leaseID)
-			if err == nil && fresh.ID != leaseID {
-				err = &HandleMismatchError{Got: fresh.ID, Want: leaseID}
-			}
-			if err == nil {
-				sb = fresh
-			}
-			return err
-		}); err != nil {
-			d.handles.evict(k)
-			return err
-		}
-		d.handles.seed(k, sb)
-		if sb, err = d.startedSandbox(ctx, c, k, leaseID); err != nil {
 			return err
 		}
 		pv, _, err := c.client.Sandboxes.PreviewURL(ctx, sb.ID, RunnerIngressPort)
@@ -121,6 +102,28 @@ func (d *Driver) runnerIngress(ctx context.Context, p IngressParams) (*IngressEn
 		return nil, err
 	}
 	return out, nil
+}
+
+// liveSandbox is the lease's sandbox as Daytona reports it now (a bounded
+// fresh read, never only the cache: it may have stopped behind a cached
+// handle, and the ingress generation follows its current revision),
+// started if it was not.
+func (d *Driver) liveSandbox(ctx context.Context, c *account, k scopeKey, leaseID string) (*daytona.Sandbox, error) {
+	var sb *daytona.Sandbox
+	err := c.boundCall(ctx, "sandbox.refreshData", 0, func(ctx context.Context) error {
+		fresh, _, err := c.client.Sandboxes.Get(ctx, leaseID)
+		if err == nil && fresh.ID != leaseID {
+			err = &HandleMismatchError{Got: fresh.ID, Want: leaseID}
+		}
+		sb = fresh
+		return err
+	})
+	if err != nil {
+		d.handles.evict(k)
+		return nil, err
+	}
+	d.handles.seed(k, sb)
+	return d.startedSandbox(ctx, c, k, leaseID)
 }
 
 // startedSandbox is the lease's sandbox, started if it was not. As execute
