@@ -251,6 +251,14 @@ func (d *Driver) getInteractiveSetup(ctx context.Context, p SetupGetParams) (*Se
 		sess, err = d.describeSetup(ctx, c, sb, mint, p.ConnectionExpiresInMinutes)
 		return err
 	})
+	var inactive *LeaseInactiveError
+	if errors.As(err, &inactive) {
+		// Cancelled (or torn down) on this worker: missing once the
+		// sandbox is gone, else the refusal.
+		if sb, gerr := c.sandboxOrNil(ctx, id); gerr == nil && sb == nil {
+			err = daytona.ErrNotFound
+		}
+	}
 	switch {
 	case errors.Is(err, daytona.ErrNotFound):
 		d.handles.evict(k)

@@ -257,6 +257,9 @@ func TestCancelInteractiveSetupDeletesTheSandbox(t *testing.T) {
 		_, err = e.execute(lease{ProviderLeaseID: &id}, "echo", nil)
 		var inactive *LeaseInactiveError
 		require.ErrorAs(t, err, &inactive, "work after the cancel is refused")
+		raw, err = e.call("environmentGetInteractiveSetup", e.setupParams(id))
+		require.NoError(t, err)
+		require.Equal(t, "missing", decode[SetupSession](t, raw).Status)
 	}
 	e.expectLive()
 	require.True(t, e.d.Health().Details["idle"].(IdleReport).SleepAllowed, "no allocation evidence is left")
@@ -264,27 +267,37 @@ func TestCancelInteractiveSetupDeletesTheSandbox(t *testing.T) {
 
 // TestInteractiveCancelWaitsForInFlightWorkAndRefusesQueuedWork: cancel
 // closes the lease first (queued work is refused), then waits for work in
-// flight before it deletes anything (reference tests 138-141).
+// flight, an execute or a realize, before it deletes anything (reference
+// tests 138-141).
 func TestInteractiveCancelWaitsForInFlightWorkAndRefusesQueuedWork(t *testing.T) {
-	e := newTestEnv(t, nil)
-	s, err := e.startSetup()
-	require.NoError(t, err)
-	id := *s.ProviderLeaseID
-	l := lease{ProviderLeaseID: &id, Metadata: s.Metadata}
-	k := e.scopeOf(id)
-	gate := make(chan struct{})
-	inFlight := e.realizeHeld(l, gate)
-	done := e.async("environmentCancelInteractiveSetup", e.setupParams(id))
-	awaitScope(t, e.d, k, func(st *scopeState) bool { return st.teardowns == 1 })
-	_, err = e.execute(l, "echo", []string{"queued"})
-	require.ErrorContains(t, err, "is no longer active", "queued work is refused once cancel closed the lease")
-	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "cleanup waits for the work in flight")
-	close(gate)
-	require.NoError(t, wait(t, inFlight).err, "the in-flight work finished on a live sandbox")
-	r := wait(t, done)
-	require.NoError(t, r.err)
-	require.Equal(t, "cancelled", decode[SetupCancelResult](t, r.raw).Status)
-	require.Equal(t, "gone", e.state(id))
+	eachName(t, []string{"execute", "realize"}, func(t *testing.T, work string) {
+		e := newTestEnv(t, nil)
+		s, err := e.startSetup()
+		require.NoError(t, err)
+		id := *s.ProviderLeaseID
+		l := lease{ProviderLeaseID: &id, Metadata: s.Metadata}
+		gate := make(chan struct{})
+		var inFlight <-chan result
+		if work == "execute" {
+			before := e.srv.CountRequests("POST", rExecute) // the start's own setup steps
+			e.srv.Inject(daytonatest.Fault{Route: rExecute, Gate: gate, Times: 1})
+			inFlight = e.async("environmentExecute", with(e.base(nil), "lease", l, "command", "echo", "args", []string{"held"}, "bypassSession", true))
+			e.awaitRequests("POST", rExecute, before+1)
+		} else {
+			inFlight = e.realizeHeld(l, gate)
+		}
+		done := e.async("environmentCancelInteractiveSetup", e.setupParams(id))
+		awaitScope(t, e.d, e.scopeOf(id), func(st *scopeState) bool { return st.teardowns == 1 })
+		_, err = e.execute(l, "echo", []string{"queued"})
+		require.ErrorContains(t, err, "is no longer active", "queued work is refused once cancel closed the lease")
+		require.Zero(t, e.srv.CountRequests("DELETE", rSandbox), "cleanup waits for the work in flight")
+		close(gate)
+		require.NoError(t, wait(t, inFlight).err, "the in-flight work finished on a live sandbox")
+		r := wait(t, done)
+		require.NoError(t, r.err)
+		require.Equal(t, "cancelled", decode[SetupCancelResult](t, r.raw).Status)
+		require.Equal(t, "gone", e.state(id))
+	})
 }
 
 // TestSetupResultsNeverCarryTheAPIKey: every result and error of the
