@@ -69,19 +69,8 @@ func (d *Driver) runnerIngress(ctx context.Context, p IngressParams) (*IngressEn
 	if leaseID == "" {
 		return nil, rpc.InvalidParams("Daytona runner ingress requires a provider lease id.")
 	}
-	c, err := d.resolveAccount(p.Config)
-	if err != nil {
-		return nil, err
-	}
-	k := c.scope(p.EnvironmentBase, leaseID)
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.AcquireBudget()+startMargin)
-	defer cancel()
 	var out *IngressEndpoint
-	err = d.scopes.withActivity(ctx, k, leaseID, false, func(ctx context.Context) error {
-		sb, err := d.liveSandbox(ctx, c, k, leaseID)
-		if err != nil {
-			return err
-		}
+	err := d.withLiveSandbox(ctx, p.EnvironmentBase, leaseID, func(ctx context.Context, c *account, k scopeKey, sb *daytona.Sandbox) error {
 		pv, _, err := c.client.Sandboxes.PreviewURL(ctx, sb.ID, RunnerIngressPort)
 		if err != nil {
 			return err
@@ -102,6 +91,26 @@ func (d *Driver) runnerIngress(ctx context.Context, p IngressParams) (*IngressEn
 		return nil, err
 	}
 	return out, nil
+}
+
+// withLiveSandbox runs fn in the lease's activity gate on its sandbox as
+// Daytona reports it now (liveSandbox), bounded like a start.
+func (d *Driver) withLiveSandbox(ctx context.Context, base rpc.EnvironmentBase, leaseID string,
+	fn func(ctx context.Context, c *account, k scopeKey, sb *daytona.Sandbox) error) error {
+	c, err := d.resolveAccount(base.Config)
+	if err != nil {
+		return err
+	}
+	k := c.scope(base, leaseID)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.AcquireBudget()+startMargin)
+	defer cancel()
+	return d.scopes.withActivity(ctx, k, leaseID, false, func(ctx context.Context) error {
+		sb, err := d.liveSandbox(ctx, c, k, leaseID)
+		if err != nil {
+			return err
+		}
+		return fn(ctx, c, k, sb)
+	})
 }
 
 // liveSandbox is the lease's sandbox as Daytona reports it now (a bounded

@@ -234,19 +234,9 @@ func (d *Driver) getInteractiveSetup(ctx context.Context, p SetupGetParams) (*Se
 	if id == "" {
 		return missingSession(), nil
 	}
-	c, err := d.resolveAccount(p.Config)
-	if err != nil {
-		return nil, err
-	}
-	k := c.scope(p.EnvironmentBase, id)
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.AcquireBudget()+startMargin)
-	defer cancel()
 	var sess *SetupSession
-	err = d.scopes.withActivity(ctx, k, id, false, func(ctx context.Context) error {
-		sb, err := d.liveSandbox(ctx, c, k, id)
-		if err != nil {
-			return err
-		}
+	err := d.withLiveSandbox(ctx, p.EnvironmentBase, id, func(ctx context.Context, c *account, _ scopeKey, sb *daytona.Sandbox) error {
+		var err error
 		mint := p.IncludeConnectionPayload != nil && *p.IncludeConnectionPayload
 		sess, err = d.describeSetup(ctx, c, sb, mint, p.ConnectionExpiresInMinutes)
 		return err
@@ -255,13 +245,14 @@ func (d *Driver) getInteractiveSetup(ctx context.Context, p SetupGetParams) (*Se
 	if errors.As(err, &inactive) {
 		// Cancelled (or torn down) on this worker: missing once the
 		// sandbox is gone, else the refusal.
-		if sb, gerr := c.sandboxOrNil(ctx, id); gerr == nil && sb == nil {
-			err = daytona.ErrNotFound
+		if c, cerr := d.resolveAccount(p.Config); cerr == nil {
+			if sb, gerr := c.sandboxOrNil(ctx, id); gerr == nil && sb == nil {
+				err = daytona.ErrNotFound
+			}
 		}
 	}
 	switch {
 	case errors.Is(err, daytona.ErrNotFound):
-		d.handles.evict(k)
 		return missingSession(), nil
 	case err != nil:
 		return nil, err
