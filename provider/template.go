@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -87,9 +86,10 @@ func (d *Driver) captureTemplate(ctx context.Context, p CaptureParams) (*Capture
 		return nil, err
 	}
 	name := templateName(deref(p.TemplateLabel), p.EnvironmentID)
-	timeoutMs := config.ResolveTimeoutMs(p.TimeoutMs, c.cfg)
+	timeout := clamp.Millis(config.ResolveTimeoutMs(p.TimeoutMs, c.cfg)) // at most a day, whatever the host sends
+	timeoutMs := timeout.Milliseconds()
 	k := c.scope(p.EnvironmentBase, id)
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(timeoutMs)*time.Millisecond)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err = d.scopes.withActivity(ctx, k, id, false, func(ctx context.Context) error {
 		sb, _, err := d.sandbox(ctx, c, k, id)

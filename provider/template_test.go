@@ -114,3 +114,30 @@ func TestDeleteSnapshotTemplates(t *testing.T) {
 	_, err = e.call("environmentDeleteTemplate", with(e.base(nil), "templateRef", " "))
 	require.ErrorContains(t, err, "without a template reference")
 }
+
+// TestCaptureTemplateWithHostileParams: an absurd timeout is bounded to a
+// day, a non-positive one falls back to the config's, and a huge label is
+// cut to a valid snapshot name.
+func TestCaptureTemplateWithHostileParams(t *testing.T) {
+	e := newTestEnv(t, nil)
+	s, err := e.startSetup()
+	require.NoError(t, err)
+	id := *s.ProviderLeaseID
+	for _, c := range []struct {
+		timeout any
+		label   string
+		want    float64
+	}{
+		{1e300, strings.Repeat("Ä b/", 1<<18), 86400000},
+		{-5, "neg", 20000},
+		{0, "zero", 20000},
+	} {
+		raw, err := e.call("environmentCaptureTemplate", e.setupParams(id, "templateLabel", c.label, "timeoutMs", c.timeout))
+		require.NoError(t, err, "timeout %v", c.timeout)
+		got := decode[CaptureResult](t, raw)
+		require.Equal(t, c.want, got.Metadata["timeoutMs"])
+		require.Regexp(t, `^[a-z0-9._-]{1,96}$`, got.TemplateRef)
+	}
+	_, err = e.call("environmentCaptureTemplate", e.setupParams(id, "timeoutMs", "soon"))
+	require.ErrorContains(t, err, "timeoutMs", "a timeout that is not a number")
+}
