@@ -3,8 +3,8 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
-	"log/slog"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 
