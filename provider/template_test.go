@@ -141,3 +141,23 @@ func TestCaptureTemplateWithHostileParams(t *testing.T) {
 	_, err = e.call("environmentCaptureTemplate", e.setupParams(id, "timeoutMs", "soon"))
 	require.ErrorContains(t, err, "timeoutMs", "a timeout that is not a number")
 }
+
+// TestDeleteTemplateWithHostileRefs: a ref with path syntax, a NUL byte or
+// a megabyte of text reaches Daytona as one escaped path segment (never
+// another route) and never comes back in a result or an error.
+func TestDeleteTemplateWithHostileRefs(t *testing.T) {
+	e := newTestEnv(t, nil)
+	for _, ref := range []string{"../sandbox/x", "a/b?c#d", "nul\x00byte", strings.Repeat("r", 1<<20)} {
+		raw, err := e.call("environmentDeleteTemplate", with(e.base(nil), "templateRef", ref))
+		if err != nil {
+			require.Less(t, len(err.Error()), 2000, "%.40q", ref)
+			continue
+		}
+		got := decode[DeleteTemplateResult](t, raw)
+		require.NotContains(t, string(raw), ref)
+		require.Equal(t, "snapshot", got.Metadata["templateKind"], "%.40q", ref)
+	}
+	for _, r := range e.srv.Requests() {
+		require.True(t, strings.HasPrefix(r.Route, "/snapshots/"), "only snapshot routes were called: %.60s", r.Route)
+	}
+}
