@@ -1,6 +1,7 @@
 package daytona_test
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 
@@ -69,4 +70,38 @@ func TestEmulatorSSHAccessPreviewAndSnapshots(t *testing.T) {
 	_, _, err = c.Snapshots.Get(ctx, "tmpl-1")
 	assert.ErrorIs(t, err, daytona.ErrNotFound)
 	assert.Empty(t, srv.Snapshots())
+}
+
+// TestEmulatorRefusesBadSSHAndSnapshotRequests: what the client never
+// sends, the emulator still answers with Daytona's 400, 404 and 409.
+func TestEmulatorRefusesBadSSHAndSnapshotRequests(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	srv := env.Server
+	sb := env.StartSandbox(t, nil)
+	for _, c := range []struct {
+		method, path, body string
+		status             int
+	}{
+		{"POST", "/sandbox/" + sb.ID + "/ssh-access?expiresInMinutes=abc", "", 400},
+		{"POST", "/sandbox/" + sb.ID + "/ssh-access?expiresInMinutes=0", "", 400},
+		{"POST", "/sandbox/" + sb.ID + "/ssh-access?expiresInMinutes=1.5", "", 400},
+		{"POST", "/sandbox/no-such/ssh-access", "", 404},
+		{"POST", "/sandbox/" + sb.ID + "/snapshot", `{}`, 400},
+		{"POST", "/sandbox/" + sb.ID + "/snapshot", `{"name":"  "}`, 400},
+		{"POST", "/sandbox/" + sb.ID + "/snapshot", `not json`, 400},
+		{"POST", "/sandbox/" + sb.ID + "/snapshot", `{"name":"m","includeMemory":true}`, 400},
+		{"DELETE", "/snapshots/no-such-id", "", 404},
+	} {
+		req, err := http.NewRequestWithContext(t.Context(), c.method, srv.URL()+c.path, strings.NewReader(c.body))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+srv.APIKey())
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, c.status, resp.StatusCode, "%s %s %s", c.method, c.path, c.body)
+	}
+	assert.Empty(t, srv.Snapshots())
+	assert.Empty(t, srv.SSHAccess(sb.ID))
 }
