@@ -71,12 +71,12 @@ type Driver struct {
 	retry  *daytona.RetryPolicy
 	retryW time.Duration
 
+	ingress ingressGenerations // runner ingress generations (ingress.go)
+
 	scopes  scopes
 	handles handles
 	idle    idle
 	runner  commandRunner
-
-	ingress ingressGenerations // runner ingress generations (ingress.go)
 }
 
 // New returns a Driver.
@@ -123,16 +123,11 @@ func (d *Driver) Register(reg *rpc.Registry) {
 	reg.Register("environmentReleaseLease", hook(d, d.release))
 	reg.Register("environmentDestroyLease", hook(d, d.destroy))
 	reg.Register("environmentStopLease", hook(d, d.stop))
+	d.registerInteractive(reg)
 	reg.Register("environmentRealizeWorkspace", hook(d, d.realize))
 	reg.Register("environmentExecute", hook(d, d.execute))
 	reg.Register("environmentSyncIn", hook(d, d.syncIn))
 	reg.Register("environmentSyncOut", hook(d, d.syncOut))
-	reg.Register("environmentRunnerIngressEndpoint", hook(d, d.runnerIngress))
-	reg.Register("environmentStartInteractiveSetup", hook(d, d.startInteractiveSetup))
-	reg.Register("environmentGetInteractiveSetup", hook(d, d.getInteractiveSetup))
-	reg.Register("environmentCancelInteractiveSetup", hook(d, d.cancelInteractiveSetup))
-	reg.Register("environmentCaptureTemplate", hook(d, d.captureTemplate))
-	reg.Register("environmentDeleteTemplate", hook(d, d.deleteTemplate))
 	reg.RegisterInline("health", func(context.Context, json.RawMessage) (any, error) { return d.Health(), nil })
 }
 

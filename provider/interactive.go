@@ -81,6 +81,17 @@ type SetupCancelResult struct {
 	Metadata map[string]any `json:"metadata,omitempty"`
 }
 
+// registerInteractive adds runner ingress, interactive setup and
+// templates.
+func (d *Driver) registerInteractive(reg *rpc.Registry) {
+	reg.Register("environmentRunnerIngressEndpoint", hook(d, d.runnerIngress))
+	reg.Register("environmentStartInteractiveSetup", hook(d, d.startInteractiveSetup))
+	reg.Register("environmentGetInteractiveSetup", hook(d, d.getInteractiveSetup))
+	reg.Register("environmentCancelInteractiveSetup", hook(d, d.cancelInteractiveSetup))
+	reg.Register("environmentCaptureTemplate", hook(d, d.captureTemplate))
+	reg.Register("environmentDeleteTemplate", hook(d, d.deleteTemplate))
+}
+
 // missingSession is the answer for a setup whose sandbox is gone.
 func missingSession() *SetupSession {
 	return &SetupSession{Status: "missing", Metadata: map[string]any{"provider": DriverKey, "missing": true}}
