@@ -64,6 +64,8 @@ type Client struct {
 	Files *FilesService
 	// PTY creates and drives pseudo-terminals.
 	PTY *PTYService
+	// Snapshots reads and deletes snapshots.
+	Snapshots *SnapshotsService
 }
 
 // service is shared by every service, as in go-github.
@@ -237,6 +239,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	c.Toolbox = (*ToolboxService)(&c.common)
 	c.Files = (*FilesService)(&c.common)
 	c.PTY = (*PTYService)(&c.common)
+	c.Snapshots = (*SnapshotsService)(&c.common)
 	return c, nil
 }
 

@@ -159,6 +159,18 @@ const syncDirParams = (ctx, operationId, sourcePath, targetPath, extra = {}) => 
   operations: [{ operationId, files: [{ sourcePath, targetPath, kind: "directory" }], ...extra }],
 });
 
+/** A runner connect path (one segment under the prefix the ingress accepts). */
+const RUNNER_CONNECT_PATH = "/api/runner/v1/connect/00000000-0000-4000-8000-000000000001";
+
+/** Params of an interactive-setup call on the setup sandbox ctx.state.setup. */
+const onSetup = (step) => ({
+  skip: (ctx) => (ctx.state.setup ? undefined : "no setup sandbox"),
+  timeoutMs: (ctx) => executeRpc(undefined, ctx.state.config),
+  ...step,
+  params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.config, providerLeaseId: ctx.state.setup.providerLeaseId,
+    setupMetadata: ctx.state.setup.metadata, ...step.params(ctx) }),
+});
+
 export const steps = [
   {
     name: "health answers status ok",
@@ -400,6 +412,27 @@ export const steps = [
       ctx.state.leaseConfig = { ...ctx.state.config, ...lease.metadata };
     },
   }),
+  {
+    name: "environmentRunnerIngressEndpoint returns a private wss: endpoint with the token only in a secret header",
+    method: "environmentRunnerIngressEndpoint",
+    skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.leaseConfig, lease: ctx.state.lease, port: 43127,
+      path: RUNNER_CONNECT_PATH }),
+    timeoutMs: (ctx) => sandboxRpc(ctx.state.leaseConfig),
+    check(ep) {
+      // The host's acceptance rules for the reply (docs/host.md).
+      let u;
+      try { u = new URL(ep?.websocketUrl); } catch { return `websocketUrl ${JSON.stringify(ep?.websocketUrl)}`; }
+      if (ep.kind !== "authenticated_websocket" || u.protocol !== "wss:" || u.username || u.password || u.search || u.hash) {
+        return `endpoint ${JSON.stringify({ ...ep, secretHeaders: undefined })}`;
+      }
+      if (u.pathname !== RUNNER_CONNECT_PATH) return `path ${u.pathname}`;
+      if (!/^[0-9a-f]{64}$/.test(ep.generation ?? "")) return `generation ${JSON.stringify(ep.generation)}`;
+      const h = ep.secretHeaders;
+      if (!Array.isArray(h) || h.length !== 1 || h[0].name !== "X-Daytona-Preview-Token" || !h[0].value) return "secret header missing";
+      if (ep.websocketUrl.includes(h[0].value)) return "the preview token is in the URL";
+    },
+  },
   onLease("leaseConfig", {
     name: "environmentDestroyLease deletes it with a receipt",
     method: "environmentDestroyLease",
@@ -412,6 +445,68 @@ export const steps = [
     timeoutMs: 60_000,
     check(lease) {
       return lease?.providerLeaseId === null && lease?.metadata?.expired === true ? undefined : `result ${JSON.stringify(lease)}`;
+    },
+  }),
+  // Interactive setup and templates: start a setup sandbox over SSH, read
+  // it, capture it as a snapshot, delete the snapshot, cancel the setup.
+  {
+    name: "environmentStartInteractiveSetup starts a setup sandbox with the SSH token only in the payload",
+    method: "environmentStartInteractiveSetup",
+    skip: (ctx) => (ctx.state.config ? undefined : "validate did not pass"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.config, sessionId: "interop-setup-1", connectionExpiresInMinutes: 30 }),
+    timeoutMs: (ctx) => executeRpc(undefined, ctx.state.config),
+    check(s, ctx) {
+      if (s?.status !== "waiting_for_user" || typeof s.providerLeaseId !== "string") return `session ${JSON.stringify({ ...s, connectionPayload: undefined })}`;
+      const token = s.connectionPayload?.token;
+      if (typeof token !== "string" || token === "" || !s.connectionPayload.command?.includes(token)) return "no SSH token and command in the payload";
+      if (JSON.stringify({ ...s, connectionPayload: null }).includes(token)) return "the SSH token is outside the payload";
+      if (s.connectionSummary?.commandRedacted !== true || s.metadata?.connectionRedacted !== true) return "summary or metadata not redacted";
+      ctx.state.setup = s;
+    },
+  },
+  onSetup({
+    name: "environmentGetInteractiveSetup reports the setup without minting SSH access",
+    method: "environmentGetInteractiveSetup",
+    params: () => ({}),
+    check(s, ctx) {
+      if (s?.status !== "waiting_for_user" || s.providerLeaseId !== ctx.state.setup.providerLeaseId) return `session ${JSON.stringify(s)}`;
+      if (s.connectionPayload !== null) return "a payload was minted unasked";
+    },
+  }),
+  onSetup({
+    name: "environmentCaptureTemplate captures a snapshot under the sanitised label",
+    method: "environmentCaptureTemplate",
+    params: () => ({ templateLabel: " Interop Template 1 ", timeoutMs: 60_000 }),
+    timeoutMs: (ctx) => executeRpc(60_000, ctx.state.config),
+    check(t, ctx) {
+      if (t?.templateKind !== "snapshot" || t.templateRef !== "interop-template-1") return `template ${JSON.stringify(t)}`;
+      ctx.state.templateRef = t.templateRef;
+    },
+  }),
+  {
+    name: "environmentDeleteTemplate deletes the snapshot",
+    method: "environmentDeleteTemplate",
+    skip: (ctx) => (ctx.state.templateRef ? undefined : "no template"),
+    params: (ctx) => ({ ...baseParams(ctx), config: ctx.state.config, templateRef: ctx.state.templateRef, templateKind: "snapshot", reason: "interop" }),
+    timeoutMs: (ctx) => executeRpc(undefined, ctx.state.config),
+    check(r) {
+      return r?.deleted === true && r.metadata?.templateRefRedacted === true ? undefined : `result ${JSON.stringify(r)}`;
+    },
+  },
+  onSetup({
+    name: "environmentCancelInteractiveSetup deletes the setup sandbox",
+    method: "environmentCancelInteractiveSetup",
+    params: () => ({ reason: "interop" }),
+    check(r, ctx) {
+      return r?.status === "cancelled" && r.metadata?.sandboxId === ctx.state.setup.providerLeaseId ? undefined : `result ${JSON.stringify(r)}`;
+    },
+  }),
+  onSetup({
+    name: "environmentGetInteractiveSetup of the cancelled setup says missing",
+    method: "environmentGetInteractiveSetup",
+    params: () => ({}),
+    check(s) {
+      return s?.status === "missing" ? undefined : `session ${JSON.stringify(s)}`;
     },
   }),
 ];

@@ -71,6 +71,8 @@ type Driver struct {
 	retry  *daytona.RetryPolicy
 	retryW time.Duration
 
+	ingress ingressGenerations // runner ingress generations (ingress.go)
+
 	scopes  scopes
 	handles handles
 	idle    idle
@@ -121,6 +123,7 @@ func (d *Driver) Register(reg *rpc.Registry) {
 	reg.Register("environmentReleaseLease", hook(d, d.release))
 	reg.Register("environmentDestroyLease", hook(d, d.destroy))
 	reg.Register("environmentStopLease", hook(d, d.stop))
+	d.registerInteractive(reg)
 	reg.Register("environmentRealizeWorkspace", hook(d, d.realize))
 	reg.Register("environmentExecute", hook(d, d.execute))
 	reg.Register("environmentSyncIn", hook(d, d.syncIn))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
@@ -32,20 +31,9 @@ func (d *Driver) realize(ctx context.Context, p rpc.RealizeParams) (rpc.RealizeR
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.AcquireBudget()+startMargin)
 	defer cancel()
 	err = d.scopes.withActivity(ctx, k, leaseID, false, func(ctx context.Context) error {
-		sb, _, err := d.sandbox(ctx, c, k, leaseID)
+		sb, err := d.startedSandbox(ctx, c, k, leaseID)
 		if err != nil {
 			return err
-		}
-		if sb.State != daytona.StateStarted {
-			// As execute does: a restart destroyed the session, and the
-			// cache must not keep the stopped record (the next command
-			// would start an already started sandbox again).
-			d.runner.ForgetSessions(string(k))
-			if sb, err = d.ensureStarted(ctx, c, sb); err != nil {
-				d.handles.evict(k)
-				return err
-			}
-			d.handles.seed(k, sb)
 		}
 		if _, err := c.client.Files.CreateFolder(ctx, sb.Ref(), remoteCwd, "755"); err != nil {
 			return err

@@ -546,7 +546,7 @@ func apiPreviewURL(c *call) {
 	c.s.mu.Unlock()
 	writeJSON(c.w, http.StatusOK, map[string]string{
 		"sandboxId": c.sb.id,
-		"url":       fmt.Sprintf("%s/preview/%d-%s", c.s.baseFor(c.r), port, c.sb.id),
+		"url":       previewURL(port, c.sb.id),
 		"token":     tok,
 	})
 }

@@ -104,6 +104,7 @@ type Server struct {
 	// (ResetRequests, the log's bound), for SimRequestsPath's since.
 	requestsGone int
 	dispatch     []Dispatch
+	access       accessState // SSH access tokens and snapshots (access.go, snapshots.go)
 	closed       bool
 
 	baseURL atomic.Value // string: scheme://host:port once known (Start)
