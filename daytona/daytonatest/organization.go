@@ -2,7 +2,6 @@ package daytonatest
 
 import (
 	"net/http"
-	"strings"
 )
 
 // The emulated organization's region and quotas (whole CPUs, GiB), what
@@ -60,19 +59,4 @@ func apiOrganizationUsage(c *call) {
 	}
 	writeJSON(c.w, http.StatusOK, map[string]any{"regionUsage": out,
 		"totalSnapshotQuota": 100, "currentSnapshotUsage": 0, "totalVolumeQuota": 100, "currentVolumeUsage": 0})
-}
-
-// apiSnapshot is GET /snapshots/{id}: the emulator creates a sandbox from
-// any snapshot name, so every name is an active snapshot (inject a 404
-// fault to emulate a missing one).
-func apiSnapshot(c *call) {
-	name := c.param("id")
-	if strings.TrimSpace(name) == "" {
-		c.apiErr(http.StatusNotFound, "Snapshot not found")
-		return
-	}
-	writeJSON(c.w, http.StatusOK, map[string]any{"id": "snap-" + name, "organizationId": DefaultOrganizationID,
-		"general": false, "name": name, "imageName": name, "state": "active", "entrypoint": nil, "errorReason": nil,
-		"cpu": 1, "gpu": 0, "mem": 1, "disk": 3, "size": nil,
-		"createdAt": "2026-01-01T00:00:00.000Z", "updatedAt": "2026-01-01T00:00:00.000Z", "lastUsedAt": nil})
 }

@@ -168,7 +168,6 @@ var routes = mkRoutes([]route{
 	{plane: planeAPI, method: "GET", tmpl: "/sandbox/{sandboxIdOrName}/ports/{port}/preview-url", h: apiPreviewURL},
 	{plane: planeAPI, method: "GET", tmpl: "/organizations", h: apiOrganizations},
 	{plane: planeAPI, method: "GET", tmpl: "/organizations/{organizationId}/usage", h: apiOrganizationUsage},
-	{plane: planeAPI, method: "GET", tmpl: "/snapshots/{id}", h: apiSnapshot},
 	{plane: planeToolbox, method: "GET", tmpl: "/version", h: tbVersion},
 	{plane: planeToolbox, method: "GET", tmpl: "/work-dir", h: tbWorkDir},
 	{plane: planeToolbox, method: "GET", tmpl: "/user-home-dir", h: tbWorkDir},
