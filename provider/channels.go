@@ -155,12 +155,14 @@ type channel struct {
 	leftover    []byte       // output read during the open, sent first
 	dup         *duplexState // duplex channels only
 
-	mu      sync.Mutex
-	bound   bool // the open reply is out: frames may flow
-	muted   bool // the host closed the route: nothing more is sent
-	ended   bool // killed or exited: writes are no-ops
-	writes  chan *writeJob
-	readEnd chan struct{} // closed when the reader is done
+	mu    sync.Mutex
+	bound bool // the open reply is out: frames may flow
+	muted bool // the host closed the route: nothing more is sent
+	ended bool // killed or exited: writes are no-ops
+	// writerDone: the writer has stopped; nothing may be queued.
+	writerDone bool
+	writes     chan *writeJob
+	readEnd    chan struct{} // closed when the reader is done
 }
 
 // writeJob is one host write, in arrival order.
@@ -228,16 +230,20 @@ func (ch *channel) bind(lifetime time.Duration) {
 // read forwards output until the terminal ends, then reports the exit once.
 func (ch *channel) read() {
 	defer close(ch.readEnd)
-	if len(ch.leftover) > 0 && !ch.out(ch.leftover) {
-		ch.kill()
+	// Past a limit nothing more is forwarded; the kill ends the terminal.
+	forwarding := true
+	forward := func(b []byte) {
+		if forwarding && len(b) > 0 && !ch.out(b) {
+			forwarding = false
+			go ch.kill()
+		}
 	}
+	forward(ch.leftover)
 	ch.leftover = nil
 	buf := make([]byte, readBuf)
 	for {
 		n, err := ch.conn.Read(buf)
-		if n > 0 && !ch.out(buf[:n]) {
-			ch.kill()
-		}
+		forward(buf[:n])
 		if err == nil {
 			continue
 		}
@@ -295,6 +301,9 @@ func (ch *channel) write() {
 			}
 			j.done <- nil
 		case <-ch.readEnd:
+			ch.mu.Lock()
+			ch.writerDone = true
+			ch.mu.Unlock()
 			ch.drainWrites()
 			return
 		}
@@ -320,16 +329,21 @@ var errWriteFailed = errors.New("write_error")
 // takes nothing (the write is a no-op); more writes in flight than the
 // host itself allows end the channel.
 func (ch *channel) enqueue(data []byte) (rpc.Continuation, error) {
+	// A write may arrive between the open's reply and bind: it is queued
+	// for the writer bind starts.
+	// The job is queued under the lock the writer takes before its last
+	// drain, so no job is left unanswered.
+	j := &writeJob{data: data, done: make(chan error, 1)}
 	ch.mu.Lock()
-	ended := ch.ended || !ch.bound
-	ch.mu.Unlock()
-	if ended || len(data) == 0 {
+	if ch.ended || ch.muted || ch.writes == nil || ch.writerDone || len(data) == 0 {
+		ch.mu.Unlock()
 		return nil, nil
 	}
-	j := &writeJob{data: data, done: make(chan error, 1)}
 	select {
 	case ch.writes <- j:
+		ch.mu.Unlock()
 	default:
+		ch.mu.Unlock()
 		go ch.end(context.Background())
 		return nil, rpc.InvalidParams("invalid params: more than %d writes in flight on one channel", maxPendingWrites)
 	}

@@ -377,3 +377,37 @@ func TestDuplexLaunchQuotes(t *testing.T) {
 	_, err = duplexLaunch([]string{"a\x00b"}, "/tmp/x", "AB")
 	require.Error(t, err)
 }
+
+// More writes in flight than the host allows on a route end the channel:
+// here the program never reads, so the writes pile up.
+func TestDuplexChannelEndsPastPendingWrites(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	h := newChanHost(t, e)
+	r := h.openDuplex(l, "duplex-route-10", "sleep", "600")
+	block := make([]byte, 64<<10)
+	var pending []<-chan frame
+	for range maxPendingWrites + 200 { // some are taken before the socket fills
+		pending = append(pending, h.send("duplexChannelWrite", writeParams(r, block)))
+	}
+	refused := 0
+	for _, p := range pending {
+		if f := h.await(p); f.Error != nil {
+			require.Contains(t, f.Error.Message, "more than 256 writes in flight")
+			refused++
+		}
+	}
+	require.Positive(t, refused)
+	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
+	require.Len(t, exits(t, log, r.WorkerSessionID), 1)
+}
+
+// Output stops at the route's total: the chunk that would pass it is cut
+// there and the channel ends.
+func TestDuplexDataStopsAtTheRouteTotal(t *testing.T) {
+	ch := &channel{}
+	ds := &duplexState{}
+	ds.total.Store(maxDuplexTotal - 3)
+	require.True(t, ch.duplexData(ds, []byte("abc")))
+	require.False(t, ch.duplexData(ds, []byte("d")))
+	require.Equal(t, int64(maxDuplexTotal), ds.total.Load())
+}
