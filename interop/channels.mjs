@@ -1,0 +1,124 @@
+// Interop steps for the login terminal and the duplex channel, driven the
+// way the host drives them: through the worker handle's openLoginPtySession
+// and openDuplexChannel (the real route bookkeeping, pre-bind queues, close
+// acknowledgements and the kill-on-violation rules), not through raw calls.
+// Each step has run(handle, ctx) instead of params; see steps.mjs.
+
+import { randomBytes, randomUUID } from "node:crypto";
+import fs from "node:fs";
+
+/** Resolves once cond() holds, polling the event loop; rejects after ms. */
+export async function until(what, cond, ms = 20_000) {
+  const deadline = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+const leaseInput = (ctx) => ({
+  driverKey: "daytona",
+  companyId: ctx.ids.companyId,
+  environmentId: ctx.ids.environmentId,
+  providerLeaseId: ctx.state.lease.providerLeaseId,
+});
+
+/** A duplex channel with its received bytes collected. */
+export async function openCollecting(handle, ctx, command) {
+  const session = await handle.openDuplexChannel({ ...leaseInput(ctx), command });
+  const chunks = [];
+  let received = 0;
+  session.onData((chunk) => {
+    chunks.push(Buffer.from(chunk));
+    received += chunk.byteLength;
+  });
+  return { session, received: () => received, bytes: () => Buffer.concat(chunks) };
+}
+
+/**
+ * Writes payload in pieces of `piece` bytes, keeping at most `window` bytes
+ * written but not yet echoed (the host holds at most 384 KiB of unanswered
+ * writes per route and ends a route past it; write() itself never waits).
+ */
+export async function writeEchoed(ch, payload, { piece = 128 << 10, window = 256 << 10, timeoutMs = 60_000 } = {}) {
+  const base = ch.received();
+  for (let off = 0; off < payload.length; off += piece) {
+    const end = Math.min(off + piece, payload.length);
+    await until("the echo window", () => ch.received() - base >= end - window, timeoutMs);
+    ch.session.write(payload.subarray(off, end));
+  }
+  await until(`${payload.length} bytes echoed`, () => ch.received() - base >= payload.length, timeoutMs);
+}
+
+const needsLease = (ctx) => (ctx.state.lease ? undefined : "no lease");
+
+export const channelSteps = [
+  {
+    name: "login PTY: open through the host, type, read the output, close",
+    method: "loginPtyOpen",
+    skip: needsLease,
+    async run(handle, ctx) {
+      const sessionHome = `/tmp/paperclip-adapter-login/${randomUUID()}`;
+      try {
+        const session = await handle.openLoginPtySession({ ...leaseInput(ctx), loginCommandKey: "claude", sessionHome });
+        let out = "";
+        session.onData((chunk) => {
+          out += chunk;
+        });
+        // No claude on the emulator's machine: the shell says so and stays.
+        await until("the launch line's output", () => out.includes("claude"));
+        session.write("echo interop-login-$((40+2))-é\r");
+        await until("the typed command's output", () => out.includes("interop-login-42-é"));
+        await session.close();
+        return { chars: out.length };
+      } finally {
+        fs.rmSync(sessionHome, { recursive: true, force: true });
+      }
+    },
+    check: (v) => (v?.chars > 0 ? undefined : `result ${JSON.stringify(v)}`),
+  },
+  {
+    name: "duplex channel to cat: 1 MiB of random bytes in several writes comes back exactly, in order",
+    method: "duplexChannelOpen",
+    skip: needsLease,
+    async run(handle, ctx) {
+      const ch = await openCollecting(handle, ctx, ["cat"]);
+      const payload = randomBytes(1 << 20);
+      await writeEchoed(ch, payload);
+      const got = ch.bytes();
+      await ch.session.close();
+      if (!got.equals(payload)) return { problem: `received ${got.length} bytes that differ from the ${payload.length} written` };
+      return { bytes: got.length };
+    },
+    check: (v) => v?.problem ?? (v?.bytes === 1 << 20 ? undefined : `result ${JSON.stringify(v)}`),
+  },
+  {
+    name: "duplex channel: a dropped provider transport is reported as transportClosed",
+    method: "duplexChannelOpen",
+    skip: (ctx) => needsLease(ctx) ?? (ctx.sim ? undefined : "no daytona-sim"),
+    async run(handle, ctx) {
+      const ch = await openCollecting(handle, ctx, ["cat"]);
+      await writeEchoed(ch, Buffer.from("before the drop\n"));
+      const res = await fetch(`${ctx.sim.apiUrl}/__sim/pty-drop?sandbox=${encodeURIComponent(ctx.state.lease.providerLeaseId)}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${ctx.config.apiKey}` },
+      });
+      const dropped = (await res.json()).dropped;
+      const exit = await Promise.race([ch.session.wait(), new Promise((r) => setTimeout(() => r("no exit"), 20_000))]);
+      await ch.session.close();
+      return { dropped, exit };
+    },
+    check(v) {
+      if (v?.dropped !== 1) return `dropped ${v?.dropped} connections, want 1`;
+      if (v.exit?.exitCode !== null || v.exit?.transportClosed !== true) return `exit ${JSON.stringify(v.exit)}`;
+    },
+  },
+  {
+    name: "after every route closed, the worker is alive and healthy",
+    method: "health",
+    params: () => ({}),
+    check(result) {
+      return result?.status === "ok" ? undefined : `result ${JSON.stringify(result)}`;
+    },
+  },
+];
