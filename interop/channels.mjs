@@ -23,16 +23,49 @@ const leaseInput = (ctx) => ({
   providerLeaseId: ctx.state.lease.providerLeaseId,
 });
 
+/**
+ * A byte counter whose waits resolve on the data event itself (no polling,
+ * so a benchmark measures the channel, not a timer).
+ */
+export function byteCounter() {
+  let received = 0;
+  const waiters = new Set();
+  return {
+    received: () => received,
+    add(n) {
+      received += n;
+      for (const w of waiters) {
+        if (received >= w.n) {
+          waiters.delete(w);
+          clearTimeout(w.timer);
+          w.resolve();
+        }
+      }
+    },
+    atLeast(n, what, ms) {
+      if (received >= n) return Promise.resolve();
+      return new Promise((resolve, reject) => {
+        const w = { n, resolve };
+        w.timer = setTimeout(() => {
+          waiters.delete(w);
+          reject(new Error(`timed out after ${ms} ms waiting for ${what} (${received} of ${n} bytes)`));
+        }, ms);
+        waiters.add(w);
+      });
+    },
+  };
+}
+
 /** A duplex channel with its received bytes collected. */
-export async function openCollecting(handle, ctx, command) {
+export async function openCollecting(handle, ctx, command, { keep = true } = {}) {
   const session = await handle.openDuplexChannel({ ...leaseInput(ctx), command });
   const chunks = [];
-  let received = 0;
+  const count = byteCounter();
   session.onData((chunk) => {
-    chunks.push(Buffer.from(chunk));
-    received += chunk.byteLength;
+    if (keep) chunks.push(Buffer.from(chunk));
+    count.add(chunk.byteLength);
   });
-  return { session, received: () => received, bytes: () => Buffer.concat(chunks) };
+  return { session, ...count, bytes: () => Buffer.concat(chunks) };
 }
 
 /**
@@ -40,14 +73,14 @@ export async function openCollecting(handle, ctx, command) {
  * written but not yet echoed (the host holds at most 384 KiB of unanswered
  * writes per route and ends a route past it; write() itself never waits).
  */
-export async function writeEchoed(ch, payload, { piece = 128 << 10, window = 256 << 10, timeoutMs = 60_000 } = {}) {
+export async function writeEchoed(ch, payload, { piece = 64 << 10, window = 256 << 10, timeoutMs = 60_000 } = {}) {
   const base = ch.received();
   for (let off = 0; off < payload.length; off += piece) {
     const end = Math.min(off + piece, payload.length);
-    await until("the echo window", () => ch.received() - base >= end - window, timeoutMs);
+    await ch.atLeast(base + end - window, "the echo window", timeoutMs);
     ch.session.write(payload.subarray(off, end));
   }
-  await until(`${payload.length} bytes echoed`, () => ch.received() - base >= payload.length, timeoutMs);
+  await ch.atLeast(base + payload.length, `${payload.length} bytes echoed`, timeoutMs);
 }
 
 const needsLease = (ctx) => (ctx.state.lease ? undefined : "no lease");

@@ -227,23 +227,18 @@ func (ch *channel) bind(lifetime time.Duration) {
 	}
 }
 
-// read forwards output until the terminal ends, then reports the exit once.
+// read takes output off the terminal socket as fast as it comes (Daytona
+// drops a slow client) into the outbox; send forwards it. When the terminal
+// ends, send reports the exit once, after the last output.
 func (ch *channel) read() {
-	defer close(ch.readEnd)
-	// Past a limit nothing more is forwarded; the kill ends the terminal.
-	forwarding := true
-	forward := func(b []byte) {
-		if forwarding && len(b) > 0 && !ch.out(b) {
-			forwarding = false
-			go ch.kill()
-		}
-	}
-	forward(ch.leftover)
+	ob := newOutbox()
+	go ch.send(ob)
+	ob.put(ch.leftover)
 	ch.leftover = nil
 	buf := make([]byte, readBuf)
 	for {
 		n, err := ch.conn.Read(buf)
-		forward(buf[:n])
+		ob.put(buf[:n])
 		if err == nil {
 			continue
 		}
@@ -252,12 +247,107 @@ func (ch *channel) read() {
 		ch.mu.Unlock()
 		if ex, ok := ch.conn.Exit(); ok && errors.Is(err, io.EOF) && ex.Code >= 0 {
 			code := ex.Code
-			ch.exit(&code, false)
+			ob.close(&code, false)
 		} else {
 			// The provider transport dropped without a process exit.
-			ch.exit(nil, true)
+			ob.close(nil, true)
 		}
 		return
+	}
+}
+
+// send forwards what accumulated in the outbox, as one frame per take, so
+// output that arrives while a frame is written goes out together. Past a
+// limit nothing more is forwarded; the kill ends the terminal.
+func (ch *channel) send(ob *outbox) {
+	defer close(ch.readEnd)
+	forwarding := true
+	for {
+		b, ok := ob.take()
+		if !ok {
+			break
+		}
+		if forwarding && !ch.out(b) {
+			forwarding = false
+			go ch.kill()
+		}
+	}
+	ch.exit(ob.code, ob.transportClosed)
+}
+
+// Outbox bounds: one take is at most one data frame; the reader waits
+// while this much is not yet forwarded.
+const (
+	maxTake   = maxDuplexChunk
+	maxOutbox = 4 << 20
+)
+
+// outbox is the output between the socket reader and the frame sender.
+type outbox struct {
+	mu              sync.Mutex
+	buf             []byte
+	done            bool
+	code            *int
+	transportClosed bool
+	wake, space     chan struct{}
+}
+
+func newOutbox() *outbox {
+	return &outbox{wake: make(chan struct{}, 1), space: make(chan struct{}, 1)}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// put appends output, waiting while the outbox is full.
+func (o *outbox) put(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	o.mu.Lock()
+	for len(o.buf) >= maxOutbox {
+		o.mu.Unlock()
+		<-o.space
+		o.mu.Lock()
+	}
+	o.buf = append(o.buf, b...)
+	o.mu.Unlock()
+	signal(o.wake)
+}
+
+// close records how the terminal ended; take drains what is left first.
+func (o *outbox) close(code *int, transportClosed bool) {
+	o.mu.Lock()
+	o.done, o.code, o.transportClosed = true, code, transportClosed
+	o.mu.Unlock()
+	signal(o.wake)
+}
+
+// take returns the next output (at most maxTake bytes), waiting for some;
+// false once the outbox is closed and empty.
+func (o *outbox) take() ([]byte, bool) {
+	for {
+		o.mu.Lock()
+		if n := min(len(o.buf), maxTake); n > 0 {
+			b := append([]byte(nil), o.buf[:n]...)
+			o.buf = o.buf[n:]
+			if len(o.buf) == 0 {
+				o.buf = nil
+			}
+			o.mu.Unlock()
+			signal(o.space)
+			return b, true
+		}
+		done := o.done
+		o.mu.Unlock()
+		if done {
+			return nil, false
+		}
+		<-o.wake
 	}
 }
 
