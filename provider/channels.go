@@ -208,6 +208,9 @@ func (ch *channel) bind(lifetime time.Duration) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
 	if ch.muted || ch.ended {
+		// Ended before it bound: writes queued since the reply are no-ops.
+		ch.writerDone = true
+		go ch.drainWrites()
 		return
 	}
 	ch.bound = true

@@ -160,17 +160,23 @@ func duplexBytes(t *testing.T, log []frame, sid string) []byte {
 	return out
 }
 
-// exits returns the duplex exit notifications of a route.
-func exits(t *testing.T, log []frame, sid string) []rpc.DuplexExit {
-	var out []rpc.DuplexExit
-	for _, p := range notes(log, duplexExitMethod) {
-		var x rpc.DuplexExit
+// routeNotes decodes the notifications of one method for one worker
+// session.
+func routeNotes[T any](t *testing.T, log []frame, method, sid string, session func(T) string) []T {
+	var out []T
+	for _, p := range notes(log, method) {
+		var x T
 		require.NoError(t, json.Unmarshal(p, &x))
-		if x.WorkerSessionID == sid {
+		if session(x) == sid {
 			out = append(out, x)
 		}
 	}
 	return out
+}
+
+// exits returns the duplex exit notifications of a route.
+func exits(t *testing.T, log []frame, sid string) []rpc.DuplexExit {
+	return routeNotes(t, log, duplexExitMethod, sid, func(x rpc.DuplexExit) string { return x.WorkerSessionID })
 }
 
 func leaseBase(l lease) map[string]any {

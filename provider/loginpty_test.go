@@ -14,26 +14,14 @@ import (
 
 func loginOutput(t *testing.T, log []frame, sid string) string {
 	var sb strings.Builder
-	for _, p := range notes(log, loginOutputMethod) {
-		var o rpc.LoginPtyOutput
-		require.NoError(t, json.Unmarshal(p, &o))
-		if o.WorkerSessionID == sid {
-			sb.WriteString(o.Chunk)
-		}
+	for _, o := range routeNotes(t, log, loginOutputMethod, sid, func(o rpc.LoginPtyOutput) string { return o.WorkerSessionID }) {
+		sb.WriteString(o.Chunk)
 	}
 	return sb.String()
 }
 
 func loginExits(t *testing.T, log []frame, sid string) []rpc.LoginPtyExit {
-	var out []rpc.LoginPtyExit
-	for _, p := range notes(log, loginExitMethod) {
-		var x rpc.LoginPtyExit
-		require.NoError(t, json.Unmarshal(p, &x))
-		if x.WorkerSessionID == sid {
-			out = append(out, x)
-		}
-	}
-	return out
+	return routeNotes(t, log, loginExitMethod, sid, func(x rpc.LoginPtyExit) string { return x.WorkerSessionID })
 }
 
 func sessionHome(t *testing.T) string {
