@@ -111,9 +111,11 @@ type PTYExit struct {
 	Reason string `json:"exitReason,omitempty"` // e.g. "SIGKILL", "Ctrl+C"
 }
 
-// MaxPTYInputChunk is the largest input message sent (the server closes
-// with 1009 above 64 KiB).
-const MaxPTYInputChunk = 32 << 10
+// MaxPTYInputChunk is the largest input message sent: 60 KiB (61,440
+// bytes, a multiple of 3), under the 64 KiB above which the server closes
+// the socket with 1009. Input is sliced by bytes, so a multi-byte
+// character may straddle two messages; the terminal rejoins it.
+const MaxPTYInputChunk = 60 << 10
 
 // PTYConn is a connected terminal: an io.ReadWriteCloser of raw terminal
 // bytes. Read returns io.EOF when the process exited (see Exit). One

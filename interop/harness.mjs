@@ -402,7 +402,7 @@ async function runWorker() {
     let value;
     let error;
     try {
-      const call = () => handle.call(step.method, step.params(ctx), timeoutMs, sink);
+      const call = step.run ? () => step.run(handle, ctx) : () => handle.call(step.method, step.params(ctx), timeoutMs, sink);
       value = await (step.traced ? runWithRuntimeParent(otel.trace.setSpanContext(otel.context.active(), traceSpan), call) : call());
     } catch (err) {
       error = err;

@@ -18,6 +18,9 @@
 //               start-up step); the worker's span.record requests land in
 //               ctx.spans as {params, traceparent} (reset per step), and
 //               ctx.traceparent is the parent the host minted
+//   run(handle, ctx)
+//               optional, instead of params: drives the worker handle itself
+//               (openLoginPtySession, openDuplexChannel); its value is checked
 //   skip(ctx)   optional: return a reason string to skip the step
 //   check(value, ctx)
 //               value is the result (or the JsonRpcCallError when
@@ -49,6 +52,7 @@ import os from "node:os";
 import path from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { HOST_TO_WORKER_OPTIONAL_METHODS, HOST_TO_WORKER_REQUIRED_METHODS } from "@paperclipai/plugin-sdk";
+import { channelSteps } from "./channels.mjs";
 
 /** The base params of every environment method but validate (docs/host.md#config). */
 function isLink(p) {
@@ -393,6 +397,8 @@ export const steps = [
       }
     },
   },
+  // Login terminal and duplex channel on the live lease (interop/channels.mjs).
+  ...channelSteps,
   onLease("leaseConfig", {
     name: "environmentReleaseLease stops a reusable sandbox with a receipt",
     method: "environmentReleaseLease",

@@ -350,6 +350,7 @@ func (a *acquisition) setup(ctx context.Context, sb *daytona.Sandbox) (rpc.Lease
 	a.d.scopes.open(k)
 	a.d.runner.ReopenLease(string(k))
 	a.d.handles.seed(k, sb)
+	a.d.remember(c, k, sb, ws.remoteCwd)
 	return rpc.Lease{ProviderLeaseID: new(sb.ID), Metadata: md, ExpiresAt: expiresAt}, nil
 }
 

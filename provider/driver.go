@@ -77,6 +77,7 @@ type Driver struct {
 	handles handles
 	idle    idle
 	runner  commandRunner
+	chans   channels
 }
 
 // New returns a Driver.
@@ -111,6 +112,7 @@ func New(o Options) *Driver {
 	}
 	d.http = hc
 	d.handles.now = d.now
+	d.chans.clock = cmdexec.RealClock{}
 	return d
 }
 
@@ -128,6 +130,7 @@ func (d *Driver) Register(reg *rpc.Registry) {
 	reg.Register("environmentExecute", hook(d, d.execute))
 	reg.Register("environmentSyncIn", hook(d, d.syncIn))
 	reg.Register("environmentSyncOut", hook(d, d.syncOut))
+	d.registerChannels(reg)
 	reg.RegisterInline("health", func(context.Context, json.RawMessage) (any, error) { return d.Health(), nil })
 }
 

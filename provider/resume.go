@@ -107,6 +107,7 @@ func (d *Driver) resumeActive(ctx context.Context, c *account, k scopeKey, p rpc
 	resumedFrom := string(sb.State)
 	if sb.State != daytona.StateStarted {
 		d.runner.ForgetSessions(string(k)) // a restart destroys the session
+		_ = d.closeLease(ctx, k)           // and the terminals
 	}
 	started, err := d.ensureStarted(ctx, c, sb)
 	if err != nil && ctx.Err() == nil && sb.State != daytona.StateError {
@@ -152,6 +153,7 @@ func (d *Driver) resumeActive(ctx context.Context, c *account, k scopeKey, p rpc
 	}
 	d.raiseWarmAutoStop(ctx, c, sb)
 	d.handles.seed(k, sb)
+	d.remember(c, k, sb, remoteCwd)
 	d.scopes.open(k)
 	d.runner.ReopenLease(string(k))
 	d.idle.allocate(k)

@@ -98,6 +98,9 @@ func (d *Driver) sandbox(ctx context.Context, c *account, k scopeKey, leaseID st
 		return sb, err
 	}
 	sb, hit, err := d.handles.get(ctx, k, leaseID, fetch)
+	if err == nil {
+		d.remember(c, k, sb, "")
+	}
 	if err != nil || !hit {
 		return sb, hit, err
 	}

@@ -124,6 +124,7 @@ func (t *teardown) drain(ctx context.Context) {
 	}{
 		{"sandbox.activityDrain", func(ctx context.Context) error { return t.d.scopes.waitIdle(ctx, t.k) }},
 		{"sandbox.sessionTeardown", func(ctx context.Context) error { return t.d.runner.CloseLease(ctx, string(t.k)) }},
+		{"sandbox.channelTeardown", func(ctx context.Context) error { return t.d.closeLease(ctx, t.k) }},
 	}
 	for _, s := range steps {
 		if err := bound.Call(ctx, s.op, limit, s.fn); err != nil {
@@ -231,6 +232,7 @@ func (d *Driver) release(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt
 		// The Stop button: end running commands now, stop without waiting
 		// for them, never delete.
 		d.runner.CancelLease(string(t.k))
+		_ = d.closeLease(ctx, t.k)
 		sb, err := t.fresh(ctx, stopStepCap)
 		if err != nil {
 			return nil, err
@@ -363,6 +365,7 @@ func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, e
 	ctx, cancel := context.WithTimeout(ctx, cfg.AcquireBudget()+startMargin+recoverWaitBound)
 	defer cancel()
 	d.runner.CancelLease(string(t.k))
+	_ = d.closeLease(ctx, t.k)
 	sb, err := t.c.sandboxOrNil(ctx, t.id)
 	if err != nil {
 		return nil, err

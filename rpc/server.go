@@ -93,6 +93,7 @@ type request struct {
 	mu       sync.Mutex // held while a notification for this request is written
 	answered bool
 	logChars int64
+	after    []func() // AfterReply functions
 }
 
 // Serve reads requests from in and writes frames to out until in reaches EOF,
@@ -232,8 +233,21 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 		return
 	}
 	if s.reg.inline[req.Method] {
+		ctx := s.requestContext(r, req)
+		result, err := s.call(ctx, h, req)
+		if l, ok := result.(later); ok && err == nil {
+			// An ordered method: taken in order here, answered when its
+			// continuation is done (RegisterOrdered).
+			go func() {
+				defer s.handlers.done()
+				result, err := s.call(ctx, func(ctx context.Context, _ json.RawMessage) (any, error) { return l(ctx) }, req)
+				if !req.Notif {
+					s.reply(req, r, result, err)
+				}
+			}()
+			return
+		}
 		defer s.handlers.done()
-		result, err := s.call(s.requestContext(r, req), h, req)
 		if !req.Notif {
 			s.reply(req, r, result, err)
 		}
@@ -284,6 +298,7 @@ func (s *server) reply(req *jsonrpc2.Request, r *request, result any, err error)
 	if werr := s.stream.respond(hostID(req.ID), result, e); werr != nil && !errors.Is(werr, jsonrpc2.ErrClosed) {
 		s.log.Error("could not write response", "method", req.Method, "err", werr)
 	}
+	r.runAfter()
 }
 
 // invocationID extracts paperclipInvocation.id (docs/host.md#envelopes).

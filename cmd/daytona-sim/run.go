@@ -51,7 +51,9 @@ the same bearer API key) returns the request log as a JSON array of
 order; ?since=N skips the first N entries ever logged. route is the route
 template (e.g. "/process/session/{sessionId}/exec"), status is 0 while in
 flight or when no reply came, and newConn marks the first request of a TCP
-connection. It is neither logged nor delayed.
+connection. It is neither logged nor delayed. POST <apiUrl>/__sim/pty-drop?sandbox=ID
+(same key) cuts that sandbox's terminal WebSockets without a close frame, as a
+network failure would, and answers {"dropped":N}.
 
 Flags:
 `

@@ -48,6 +48,8 @@ type ptyClient struct {
 	ch      chan ptyMsg
 	dropped chan struct{} // closed when the client is dropped as slow
 	once    sync.Once
+	cut     chan struct{} // closed by DropPTYConnections
+	cutOnce sync.Once
 }
 
 func (p *ptySession) infoLocked() map[string]any {
@@ -338,7 +340,7 @@ func tbConnectPty(c *call) {
 		return
 	}
 	conn.SetReadLimit(64 * 1024)
-	cl := &ptyClient{ch: make(chan ptyMsg, 256), dropped: make(chan struct{})}
+	cl := &ptyClient{ch: make(chan ptyMsg, 256), dropped: make(chan struct{}), cut: make(chan struct{})}
 	p.mu.Lock()
 	if p.exited {
 		p.mu.Unlock()
@@ -409,6 +411,9 @@ func tbConnectPty(c *call) {
 		case <-cl.dropped:
 			_ = conn.Close(websocket.StatusPolicyViolation, "slow consumer")
 			return
+		case <-cl.cut:
+			_ = conn.CloseNow() // no close frame: a network failure
+			return
 		case <-p.done:
 			for {
 				select {
@@ -443,4 +448,53 @@ func tbConnectPty(c *call) {
 			return
 		}
 	}
+}
+
+// SimPTYDropPath is where, under the API prefix, the emulator cuts the
+// terminal connections of a sandbox for readers in another process
+// (POST ?sandbox=<id>, answered {"dropped":n}): DropPTYConnections over
+// HTTP. It is the emulator's own endpoint, not Daytona's.
+const SimPTYDropPath = "/__sim/pty-drop"
+
+// DropPTYConnections cuts every WebSocket attached to the sandbox's PTYs
+// without a close frame, as a network failure would; the processes keep
+// running. It returns how many connections it cut.
+func (s *Server) DropPTYConnections(sandboxID string) int {
+	s.init()
+	s.mu.Lock()
+	sb := s.sandboxes[sandboxID]
+	s.mu.Unlock()
+	if sb == nil {
+		return 0
+	}
+	sb.tb.mu.Lock()
+	var ptys []*ptySession
+	for _, p := range sb.tb.ptys {
+		ptys = append(ptys, p)
+	}
+	sb.tb.mu.Unlock()
+	n := 0
+	for _, p := range ptys {
+		p.mu.Lock()
+		for cl := range p.clients {
+			cl.cutOnce.Do(func() { close(cl.cut) })
+			n++
+		}
+		p.mu.Unlock()
+	}
+	return n
+}
+
+// serveSimPTYDrop answers POST SimPTYDropPath?sandbox=<id>.
+func (s *Server) serveSimPTYDrop(w http.ResponseWriter, r *http.Request) {
+	if !bearerOK(r, s.cfg.apiKey) {
+		writeAPIError(w, r, http.StatusUnauthorized, "Unauthorized")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeAPIError(w, r, http.StatusMethodNotAllowed, "only POST cuts terminal connections")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"dropped": s.DropPTYConnections(r.URL.Query().Get("sandbox"))})
 }

@@ -343,6 +343,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveSimRequests(w, r)
 		return
 	}
+	if r.URL.Path == APIPrefix+SimPTYDropPath {
+		s.serveSimPTYDrop(w, r)
+		return
+	}
 	plane, rt, params, tmpl, rel, ok := routeOf(r)
 	if !ok {
 		if s.hold(w, r) {

@@ -1,0 +1,419 @@
+package provider
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/daytonaworker/daytona-worker/exec/exectest"
+	"github.com/daytonaworker/daytona-worker/rpc"
+	"github.com/stretchr/testify/require"
+)
+
+// chanHost is the host's end of the worker protocol for channel tests:
+// the driver's registry served by rpc.Serve over pipes, so notifications,
+// AfterReply and ordered writes run as in the worker.
+type chanHost struct {
+	t     *testing.T
+	e     *testEnv
+	w     *io.PipeWriter
+	mu    sync.Mutex
+	next  int
+	calls map[string]chan frame
+	log   []frame // every frame the worker sent, in order
+	cond  chan struct{}
+}
+
+type frame struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func newChanHost(t *testing.T, e *testEnv) *chanHost {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	h := &chanHost{t: t, e: e, w: inW, calls: map[string]chan frame{}, cond: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = rpc.Serve(context.Background(), inR, outW, rpc.Options{Registry: e.reg})
+		outW.Close()
+	}()
+	go func() {
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			var f frame
+			if json.Unmarshal(sc.Bytes(), &f) != nil {
+				continue
+			}
+			h.mu.Lock()
+			h.log = append(h.log, f)
+			if f.Method == "" {
+				if ch := h.calls[string(f.ID)]; ch != nil {
+					ch <- f
+				}
+			}
+			close(h.cond)
+			h.cond = make(chan struct{})
+			h.mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		<-done
+	})
+	return h
+}
+
+// send writes a request and returns the channel its response arrives on.
+func (h *chanHost) send(method string, params any) <-chan frame {
+	h.mu.Lock()
+	h.next++
+	id := fmt.Sprint(h.next)
+	ch := make(chan frame, 1)
+	h.calls[id] = ch
+	h.mu.Unlock()
+	b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": h.next, "method": method, "params": params})
+	require.NoError(h.t, err)
+	_, err = h.w.Write(append(b, '\n'))
+	require.NoError(h.t, err)
+	return ch
+}
+
+func (h *chanHost) await(ch <-chan frame) frame {
+	h.t.Helper()
+	select {
+	case f := <-ch:
+		return f
+	case <-time.After(30 * time.Second):
+		h.t.Fatal("no response within 30 s")
+		return frame{}
+	}
+}
+
+// call sends a request and waits for its response.
+func (h *chanHost) call(method string, params any) frame {
+	h.t.Helper()
+	return h.await(h.send(method, params))
+}
+
+// until waits until cond holds over the frames received so far.
+func (h *chanHost) until(what string, cond func(log []frame) bool) []frame {
+	h.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		h.mu.Lock()
+		log, ch := h.log, h.cond
+		ok := cond(log)
+		h.mu.Unlock()
+		if ok {
+			return log
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			h.t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// notes returns the params of the notifications of one method.
+func notes(log []frame, method string) []json.RawMessage {
+	var out []json.RawMessage
+	for _, f := range log {
+		if f.Method == method {
+			out = append(out, f.Params)
+		}
+	}
+	return out
+}
+
+// duplexBytes is the data a route received, decoded.
+func duplexBytes(t *testing.T, log []frame, sid string) []byte {
+	var out []byte
+	for _, p := range notes(log, duplexDataMethod) {
+		var d rpc.DuplexData
+		require.NoError(t, json.Unmarshal(p, &d))
+		if d.WorkerSessionID != sid {
+			continue
+		}
+		b, ok, _ := decodeChannelBytes(d.Chunk)
+		require.True(t, ok, "a data chunk is canonical base64")
+		out = append(out, b...)
+	}
+	return out
+}
+
+// routeNotes decodes the notifications of one method for one worker
+// session.
+func routeNotes[T any](t *testing.T, log []frame, method, sid string, session func(T) string) []T {
+	var out []T
+	for _, p := range notes(log, method) {
+		var x T
+		require.NoError(t, json.Unmarshal(p, &x))
+		if session(x) == sid {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// exits returns the duplex exit notifications of a route.
+func exits(t *testing.T, log []frame, sid string) []rpc.DuplexExit {
+	return routeNotes(t, log, duplexExitMethod, sid, func(x rpc.DuplexExit) string { return x.WorkerSessionID })
+}
+
+func leaseBase(l lease) map[string]any {
+	return map[string]any{"driverKey": "daytona", "companyId": "company-1", "environmentId": "env-1", "providerLeaseId": *l.ProviderLeaseID}
+}
+
+// openDuplex opens a duplex channel on the lease and returns its route.
+func (h *chanHost) openDuplex(l lease, route string, argv ...string) rpc.DuplexRoute {
+	h.t.Helper()
+	f := h.call("duplexChannelOpen", with(leaseBase(l), "hostRouteId", route, "command", argv))
+	require.Nil(h.t, f.Error, "open failed: %+v", f.Error)
+	var r rpc.DuplexRoute
+	require.NoError(h.t, json.Unmarshal(f.Result, &r))
+	require.Equal(h.t, route, r.HostRouteID)
+	require.True(h.t, strings.HasPrefix(r.WorkerSessionID, "duplex-"), r.WorkerSessionID)
+	return r
+}
+
+func writeParams(r rpc.DuplexRoute, b []byte) map[string]any {
+	return map[string]any{"hostRouteId": r.HostRouteID, "workerSessionId": r.WorkerSessionID, "data": base64.StdEncoding.EncodeToString(b)}
+}
+
+// A duplex channel to cat carries 1 MiB of random bytes, written in
+// several writes, back exactly and in order: no launch-line echo, no
+// prompt, no translation. No frame precedes the open's reply; the close
+// echoes both ids and the worker keeps serving.
+func TestDuplexChannelCatRoundTrip(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	h := newChanHost(t, e)
+	r := h.openDuplex(l, "duplex-route-1", "cat")
+	payload := make([]byte, 1<<20)
+	_, _ = rand.Read(payload)
+	var pending []<-chan frame
+	for off := 0; off < len(payload); off += 200_000 {
+		pending = append(pending, h.send("duplexChannelWrite", writeParams(r, payload[off:min(off+200_000, len(payload))])))
+	}
+	for _, p := range pending {
+		f := h.await(p)
+		require.Nil(t, f.Error)
+		require.JSONEq(t, "null", string(f.Result))
+	}
+	log := h.until("1 MiB echoed", func(log []frame) bool { return len(duplexBytes(t, log, r.WorkerSessionID)) >= len(payload) })
+	got := duplexBytes(t, log, r.WorkerSessionID)
+	require.Equal(t, len(payload), len(got))
+	require.True(t, bytes.Equal(payload, got), "the bytes come back exactly, in order")
+	for i, f := range log {
+		if f.Method == duplexDataMethod {
+			require.Less(t, 0, i, "the open's reply precedes every data frame")
+			require.Equal(t, json.RawMessage(`1`), log[0].ID)
+			break
+		}
+	}
+	f := h.call("duplexChannelClose", map[string]any{"hostRouteId": r.HostRouteID})
+	require.JSONEq(t, fmt.Sprintf(`{"hostRouteId":%q,"workerSessionId":%q}`, r.HostRouteID, r.WorkerSessionID), string(f.Result))
+	f = h.call("duplexChannelClose", map[string]any{"hostRouteId": r.HostRouteID})
+	require.JSONEq(t, fmt.Sprintf(`{"hostRouteId":%q,"workerSessionId":%q}`, r.HostRouteID, r.WorkerSessionID), string(f.Result), "close is idempotent")
+	require.Empty(t, e.srv.PTYs(*l.ProviderLeaseID), "the close killed the process")
+	require.Equal(t, "ok", decode[rpc.HealthResult](t, h.call("health", nil).Result).Status)
+}
+
+// Program output arrives byte for byte (newlines stay newlines, binary
+// stays binary) and a process exit is reported once with its code.
+func TestDuplexChannelIsBinaryExactAndReportsExit(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	h := newChanHost(t, e)
+	r := h.openDuplex(l, "duplex-route-2", "sh", "-c", `printf 'a\nb\r\n\000\377é'; exit 3`)
+	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
+	require.Equal(t, []byte("a\nb\r\n\x00\xffé"), duplexBytes(t, log, r.WorkerSessionID))
+	x := exits(t, log, r.WorkerSessionID)
+	require.Len(t, x, 1)
+	require.NotNil(t, x[0].ExitCode)
+	require.Equal(t, 3, *x[0].ExitCode)
+	require.False(t, x[0].TransportClosed)
+	// Writes after the exit are no-ops.
+	require.JSONEq(t, "null", string(h.call("duplexChannelWrite", writeParams(r, []byte("late"))).Result))
+}
+
+// Hostile writes: malformed base64 is a clear error that carries no
+// bytes, a foreign pair is a no-op, an oversized write ends the channel;
+// the worker keeps serving throughout.
+func TestDuplexChannelHostileWrites(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	h := newChanHost(t, e)
+	r := h.openDuplex(l, "duplex-route-3", "cat")
+	for _, data := range []string{"", "YQ", "YQ==\n", "-_-_", "YR==", " YQ==", "%%%%"} {
+		f := h.call("duplexChannelWrite", map[string]any{"hostRouteId": r.HostRouteID, "workerSessionId": r.WorkerSessionID, "data": data})
+		require.NotNil(t, f.Error, "data %q", data)
+		require.Equal(t, rpc.CodeInvalidParams, int64(f.Error.Code))
+	}
+	foreign := []map[string]any{
+		{"hostRouteId": r.HostRouteID, "workerSessionId": "duplex-other", "data": "YQ=="},
+		{"hostRouteId": "duplex-route-99", "workerSessionId": r.WorkerSessionID, "data": "YQ=="},
+		{"hostRouteId": r.HostRouteID, "data": "YQ=="},
+	}
+	for _, p := range foreign {
+		f := h.call("duplexChannelWrite", p)
+		require.Nil(t, f.Error)
+		require.JSONEq(t, "null", string(f.Result))
+		require.Nil(t, h.call("duplexChannelStop", p).Error, "a foreign stop is a no-op")
+	}
+	require.Nil(t, h.call("duplexChannelWrite", writeParams(r, []byte("ok\n"))).Error)
+	h.until("echo", func(log []frame) bool { return string(duplexBytes(t, log, r.WorkerSessionID)) == "ok\n" })
+	f := h.call("duplexChannelWrite", writeParams(r, make([]byte, maxDuplexChunk+1)))
+	require.NotNil(t, f.Error)
+	require.Contains(t, f.Error.Message, "at most 262144 bytes")
+	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
+	require.Len(t, exits(t, log, r.WorkerSessionID), 1)
+	require.Equal(t, "ok", decode[rpc.HealthResult](t, h.call("health", nil).Result).Status)
+}
+
+// More than 100 malformed writes end the channel.
+func TestDuplexChannelEndsAfterMalformedBudget(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	h := newChanHost(t, e)
+	r := h.openDuplex(l, "duplex-route-4", "cat")
+	for range maxMalformedWrites + 1 {
+		h.call("duplexChannelWrite", map[string]any{"hostRouteId": r.HostRouteID, "workerSessionId": r.WorkerSessionID, "data": "YQ"})
+	}
+	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
+	require.Len(t, exits(t, log, r.WorkerSessionID), 1)
+}
+
+// A dropped provider transport is an exit with transportClosed and no
+// code; the worker keeps serving.
+func TestDuplexChannelTransportDropped(t *testing.T) {
+	e, l, id := leased(t, nil)
+	h := newChanHost(t, e)
+	r := h.openDuplex(l, "duplex-route-5", "cat")
+	require.Equal(t, 1, e.srv.DropPTYConnections(id))
+	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
+	x := exits(t, log, r.WorkerSessionID)
+	require.Equal(t, []rpc.DuplexExit{{HostRouteID: r.HostRouteID, WorkerSessionID: r.WorkerSessionID, TransportClosed: true}}, x)
+	require.JSONEq(t, "null", string(h.call("duplexChannelWrite", writeParams(r, []byte("x"))).Result), "a write after the end is a no-op")
+	require.Equal(t, "ok", decode[rpc.HealthResult](t, h.call("health", nil).Result).Status)
+}
+
+// A route lives at most an hour (on the driver's clock).
+func TestDuplexChannelLifetime(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	clk := exectest.NewFakeClock()
+	e.d.chans.clock = clk
+	h := newChanHost(t, e)
+	r := h.openDuplex(l, "duplex-route-6", "cat")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, clk.AwaitTimer(ctx, duplexLifetime))
+	clk.Advance(duplexLifetime - time.Second)
+	require.Nil(t, h.call("duplexChannelWrite", writeParams(r, []byte("alive\n"))).Error)
+	h.until("echo", func(log []frame) bool { return string(duplexBytes(t, log, r.WorkerSessionID)) == "alive\n" })
+	clk.Advance(time.Second)
+	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
+	x := exits(t, log, r.WorkerSessionID)
+	require.Len(t, x, 1)
+	require.NotNil(t, x[0].ExitCode, "killed: a process exit")
+	require.Equal(t, 137, *x[0].ExitCode)
+}
+
+// Releasing (and likewise destroying or stopping) a lease ends its
+// channels before the provider call, reports their exit, and fails later
+// opens closed.
+func TestDuplexChannelsCloseOnRelease(t *testing.T) {
+	e, l, id := leased(t, nil)
+	h := newChanHost(t, e)
+	r := h.openDuplex(l, "duplex-route-7", "cat")
+	f := h.call("environmentReleaseLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", l.Metadata))
+	require.Nil(t, f.Error)
+	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
+	exitAt, replyAt := -1, -1
+	for i, fr := range log {
+		if fr.Method == duplexExitMethod && exitAt < 0 {
+			exitAt = i
+		}
+		if string(fr.ID) == fmt.Sprint(h.next) {
+			replyAt = i
+		}
+	}
+	require.Less(t, exitAt, replyAt, "the channel ended before the release answered")
+	f = h.call("duplexChannelOpen", with(leaseBase(l), "hostRouteId", "duplex-route-8", "command", []string{"cat"}))
+	require.NotNil(t, f.Error)
+	require.Equal(t, "Daytona duplex channel: no cached sandbox resolves the provider lease.", f.Error.Message)
+}
+
+// Opens fail closed: a lease this worker never served, an empty command.
+func TestDuplexOpenRefusals(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	e.d = e.newDriver() // a restarted worker: no cached sandbox
+	e.reg = rpc.NewRegistry()
+	e.d.Register(e.reg)
+	h := newChanHost(t, e)
+	f := h.call("duplexChannelOpen", with(leaseBase(l), "hostRouteId", "duplex-route-9", "command", []string{"cat"}))
+	require.NotNil(t, f.Error)
+	require.Equal(t, "Daytona duplex channel: no cached sandbox resolves the provider lease.", f.Error.Message)
+	f = h.call("duplexChannelOpen", with(leaseBase(l), "hostRouteId", "duplex-route-9", "command", []string{}))
+	require.Equal(t, "The duplex channel launch command needs at least one argument.", f.Error.Message)
+	f = h.call("duplexChannelClose", map[string]any{"hostRouteId": "duplex-route-unknown"})
+	require.JSONEq(t, `{"hostRouteId":"duplex-route-unknown"}`, string(f.Result), "an unknown route's close is acknowledged")
+}
+
+// The launch wrapper quotes every word and the diagnostics path.
+func TestDuplexLaunchQuotes(t *testing.T) {
+	line, err := duplexLaunch([]string{"node", "/a b/$(x)'y"}, "/tmp/d'$x.log", "AB")
+	require.NoError(t, err)
+	require.Equal(t, `exec 2>'/tmp/d'"'"'$x.log'; stty raw -echo; printf '\101\102'; exec 'node' '/a b/$(x)'"'"'y'`+"\r", line)
+	_, err = duplexLaunch([]string{"a\x00b"}, "/tmp/x", "AB")
+	require.Error(t, err)
+}
+
+// More writes in flight than the host allows on a route end the channel:
+// here the program never reads, so the writes pile up.
+func TestDuplexChannelEndsPastPendingWrites(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	h := newChanHost(t, e)
+	r := h.openDuplex(l, "duplex-route-10", "sleep", "600")
+	block := make([]byte, 64<<10)
+	var pending []<-chan frame
+	for range maxPendingWrites + 200 { // some are taken before the socket fills
+		pending = append(pending, h.send("duplexChannelWrite", writeParams(r, block)))
+	}
+	refused := 0
+	for _, p := range pending {
+		if f := h.await(p); f.Error != nil {
+			require.Contains(t, f.Error.Message, "more than 256 writes in flight")
+			refused++
+		}
+	}
+	require.Positive(t, refused)
+	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
+	require.Len(t, exits(t, log, r.WorkerSessionID), 1)
+}
+
+// Output stops at the route's total: the chunk that would pass it is cut
+// there and the channel ends.
+func TestDuplexDataStopsAtTheRouteTotal(t *testing.T) {
+	ch := &channel{}
+	ds := &duplexState{}
+	ds.total.Store(maxDuplexTotal - 3)
+	require.True(t, ch.duplexData(ds, []byte("abc")))
+	require.False(t, ch.duplexData(ds, []byte("d")))
+	require.Equal(t, int64(maxDuplexTotal), ds.total.Load())
+}

@@ -1,0 +1,196 @@
+package provider
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/daytonaworker/daytona-worker/internal/shell"
+	"github.com/daytonaworker/daytona-worker/rpc"
+)
+
+// The login terminal: an agent's login command (claude setup-token, codex
+// device login) on a real terminal in the sandbox, driven by the host's
+// browser flow. The command is chosen from a closed set of keys; nothing
+// the host sends is ever run as a command, and the code the user pastes
+// travels as terminal input, never as an argument.
+
+// Host limits of a login route, in JavaScript characters.
+const maxLoginTotalChars = 8 << 20
+
+// Notification methods of the login terminal.
+const (
+	loginOutputMethod = "loginPty.output"
+	loginExitMethod   = "loginPty.exit"
+)
+
+// loginRejected is the one error of a descriptor outside the contract.
+const loginRejected = "LOGIN_PTY_DESCRIPTOR_REJECTED"
+
+// sessionHomeRE is the exact session home shape: the fixed root and one
+// lower-case UUID, nothing else (no traversal, space or metacharacter).
+var sessionHomeRE = regexp.MustCompile(`^/tmp/paperclip-adapter-login/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// loginLaunch is the fixed launch line of a login command key.
+func loginLaunch(key, home string) (string, bool) {
+	switch key {
+	case "claude":
+		return "exec claude setup-token", true
+	case "codex":
+		return "exec env CODEX_HOME=" + shell.Quote(home) + " codex login --device-auth", true
+	}
+	return "", false
+}
+
+// loginHomeScript creates the session home with one command, after the
+// login profiles (an existing home is fine).
+func loginHomeScript(home string) string {
+	return `for f in /etc/profile "$HOME/.profile" "$HOME/.bash_profile"; do [ -r "$f" ] && . "$f" >/dev/null 2>&1; done; mkdir -p ` + shell.Quote(home)
+}
+
+func (d *Driver) loginOpen(ctx context.Context, p rpc.LoginPtyOpenParams) (rpc.LoginPtyOpenResult, error) {
+	line, ok := loginLaunch(p.LoginCommandKey, p.SessionHome)
+	if !ok || !sessionHomeRE.MatchString(p.SessionHome) {
+		return rpc.LoginPtyOpenResult{}, rpc.Errorf(rpc.CodeInvalidParams, loginRejected)
+	}
+	if strings.TrimSpace(p.HostRouteID) == "" {
+		return rpc.LoginPtyOpenResult{}, rpc.InvalidParams("invalid params: hostRouteId is required")
+	}
+	la, err := d.lease(p.DriverKey, p.CompanyID, p.EnvironmentID, p.ProviderLeaseID, "login pseudo-terminal")
+	if err != nil {
+		return rpc.LoginPtyOpenResult{}, err
+	}
+	ch := &channel{d: d, la: la, hostRouteID: p.HostRouteID, sid: "pty-" + uuid.NewString(), n: rpc.NotifierFrom(ctx)}
+	if ch.n == nil {
+		return rpc.LoginPtyOpenResult{}, rpc.ErrNotServing
+	}
+	dec := &textStream{}
+	ch.out = func(b []byte) bool {
+		text := dec.decode(b)
+		if text == "" {
+			return true
+		}
+		if !dec.charge(text) {
+			return false
+		}
+		ch.notify(loginOutputMethod, rpc.LoginPtyOutput{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, Chunk: text})
+		return true
+	}
+	ch.exit = func(code *int, _ bool) {
+		if rest := dec.flush(); rest != "" && dec.charge(rest) {
+			ch.notify(loginOutputMethod, rpc.LoginPtyOutput{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, Chunk: rest})
+		}
+		ch.notify(loginExitMethod, rpc.LoginPtyExit{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, ExitCode: code})
+	}
+	if err := d.chans.register(true, ch); err != nil {
+		return rpc.LoginPtyOpenResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, openBound)
+	defer cancel()
+	err = func() error {
+		if _, err := runScript(ctx, la.c, la.sb, loginHomeScript(p.SessionHome), int64(openBound.Seconds())); err != nil {
+			return err
+		}
+		if err := ch.openTerm(ctx); err != nil {
+			return err
+		}
+		_, err := ch.conn.WriteContext(ctx, []byte(line+"\r"))
+		return err
+	}()
+	if err != nil {
+		d.chans.unregister(true, ch, false)
+		ch.end(context.Background())
+		return rpc.LoginPtyOpenResult{}, err
+	}
+	rpc.AfterReply(ctx, func() { ch.bind(0) })
+	return rpc.LoginPtyOpenResult{WorkerSessionID: ch.sid}, nil
+}
+
+func (d *Driver) loginInput(_ context.Context, p rpc.LoginPtyInputParams) (rpc.Continuation, error) {
+	ch := d.chans.find(true, p.WorkerSessionID)
+	if ch == nil || p.WorkerSessionID == "" {
+		return nil, nil
+	}
+	return ch.enqueue([]byte(p.Data))
+}
+
+func (d *Driver) loginStop(_ context.Context, p rpc.LoginPtyStopParams) (any, error) {
+	if ch := d.chans.find(true, p.WorkerSessionID); ch != nil && p.WorkerSessionID != "" {
+		ch.kill()
+	}
+	return nil, nil
+}
+
+func (d *Driver) loginClose(_ context.Context, p rpc.ChannelCloseParams) (rpc.LoginPtyCloseResult, error) {
+	d.chans.closeRoute(true, p.HostRouteID)
+	return rpc.LoginPtyCloseResult{HostRouteID: p.HostRouteID}, nil
+}
+
+// textStream decodes terminal output as UTF-8 across reads: a character
+// split between two reads is held back until it is whole, an invalid byte
+// becomes U+FFFD. It counts the characters sent against the route's total.
+type textStream struct {
+	mu    sync.Mutex
+	held  []byte
+	chars int
+}
+
+func (t *textStream) decode(b []byte) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	buf := append(t.held, b...)
+	cut := len(buf)
+	// An incomplete sequence at the end waits for the next read.
+	for i := len(buf) - 1; i >= 0 && i >= len(buf)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(buf[i]) {
+			if !utf8.FullRune(buf[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	t.held = append([]byte(nil), buf[cut:]...)
+	return validText(buf[:cut])
+}
+
+func (t *textStream) flush() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := validText(t.held)
+	t.held = nil
+	return s
+}
+
+// charge counts text against the route's total; false once it is spent.
+func (t *textStream) charge(s string) bool {
+	n := 0
+	for _, r := range s {
+		n += max(1, utf16.RuneLen(r))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.chars+n > maxLoginTotalChars {
+		return false
+	}
+	t.chars += n
+	return true
+}
+
+// validText replaces each invalid byte with U+FFFD.
+func validText(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		sb.WriteRune(r)
+		b = b[n:]
+	}
+	return sb.String()
+}

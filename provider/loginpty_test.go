@@ -1,0 +1,133 @@
+package provider
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/rpc"
+)
+
+func loginOutput(t *testing.T, log []frame, sid string) string {
+	var sb strings.Builder
+	for _, o := range routeNotes(t, log, loginOutputMethod, sid, func(o rpc.LoginPtyOutput) string { return o.WorkerSessionID }) {
+		sb.WriteString(o.Chunk)
+	}
+	return sb.String()
+}
+
+func loginExits(t *testing.T, log []frame, sid string) []rpc.LoginPtyExit {
+	return routeNotes(t, log, loginExitMethod, sid, func(x rpc.LoginPtyExit) string { return x.WorkerSessionID })
+}
+
+func sessionHome(t *testing.T) string {
+	home := "/tmp/paperclip-adapter-login/" + uuid.NewString()
+	t.Cleanup(func() { _ = os.RemoveAll(home) })
+	return home
+}
+
+func (h *chanHost) openLogin(l lease, route, key, home string) string {
+	h.t.Helper()
+	f := h.call("loginPtyOpen", with(leaseBase(l), "hostRouteId", route, "loginCommandKey", key, "sessionHome", home))
+	require.Nil(h.t, f.Error, "open failed: %+v", f.Error)
+	var r rpc.LoginPtyOpenResult
+	require.NoError(h.t, json.Unmarshal(f.Result, &r))
+	require.True(h.t, strings.HasPrefix(r.WorkerSessionID, "pty-"), r.WorkerSessionID)
+	return r.WorkerSessionID
+}
+
+// A login terminal runs the fixed Claude line on a real terminal; what the
+// user types reaches it, its output comes back as text after the open's
+// reply, and the close (keyed by the host route id) is acknowledged.
+func TestLoginPtyTypeReadClose(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	h := newChanHost(t, e)
+	route := uuid.NewString()
+	sid := h.openLogin(l, route, "claude", sessionHome(t))
+	// The emulator's machine has no claude: the interactive shell says so
+	// and stays, so the test can type into it.
+	h.until("launch line", func(log []frame) bool { return strings.Contains(loginOutput(t, log, sid), "claude") })
+	f := h.call("loginPtyInput", map[string]any{"workerSessionId": sid, "data": "echo code-$((40+2))-é\r"})
+	require.Nil(t, f.Error)
+	log := h.until("typed output", func(log []frame) bool { return strings.Contains(loginOutput(t, log, sid), "code-42-é") })
+	for i, fr := range log {
+		if fr.Method == loginOutputMethod {
+			require.Equal(t, json.RawMessage(`1`), log[0].ID, "the open's reply comes first")
+			require.Less(t, 0, i)
+			break
+		}
+	}
+	require.Contains(t, loginOutput(t, log, sid), "exec claude setup-token")
+	f = h.call("loginPtyClose", map[string]any{"hostRouteId": route})
+	require.JSONEq(t, `{"hostRouteId":"`+route+`"}`, string(f.Result))
+	f = h.call("loginPtyClose", map[string]any{"hostRouteId": route})
+	require.JSONEq(t, `{"hostRouteId":"`+route+`"}`, string(f.Result), "close is idempotent")
+	require.Empty(t, e.srv.PTYs(*l.ProviderLeaseID))
+	// Input and stop for a session that is gone are no-ops.
+	require.JSONEq(t, "null", string(h.call("loginPtyInput", map[string]any{"workerSessionId": sid, "data": "x"}).Result))
+	require.JSONEq(t, "null", string(h.call("loginPtyStop", map[string]any{"workerSessionId": "pty-unknown"}).Result))
+}
+
+// The Codex line carries the session home as its one quoted assignment;
+// the home is created first, and the command's exit is reported once.
+func TestLoginPtyCodexCreatesHomeAndReportsExit(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	h := newChanHost(t, e)
+	home := sessionHome(t)
+	sid := h.openLogin(l, uuid.NewString(), "codex", home)
+	st, err := os.Stat(home)
+	require.NoError(t, err)
+	require.True(t, st.IsDir())
+	log := h.until("exit", func(log []frame) bool { return len(loginExits(t, log, sid)) > 0 })
+	require.Contains(t, loginOutput(t, log, sid), "exec env CODEX_HOME='"+home+"' codex login --device-auth")
+	x := loginExits(t, log, sid)
+	require.Len(t, x, 1)
+	require.NotNil(t, x[0].ExitCode)
+	require.Equal(t, 127, *x[0].ExitCode, "env found no codex")
+	// An existing home is fine.
+	h.openLogin(l, uuid.NewString(), "codex", home)
+}
+
+// A descriptor outside the contract is rejected before anything runs.
+func TestLoginPtyDescriptorRejected(t *testing.T) {
+	e, l, id := leased(t, nil)
+	h := newChanHost(t, e)
+	good := "/tmp/paperclip-adapter-login/" + uuid.NewString()
+	before := len(e.srv.Requests())
+	cases := []struct{ key, home string }{
+		{"grok", good}, {"", good}, {"Claude", good}, {"claude; rm -rf /", good},
+		{"claude", strings.ToUpper(good)}, {"claude", good + "/"}, {"claude", good + "\n"},
+		{"claude", "/tmp/paperclip-adapter-login/../etc"}, {"codex", "tmp/paperclip-adapter-login/" + uuid.NewString()},
+		{"codex", "/tmp/paperclip-adapter-login/" + uuid.NewString() + "' x"}, {"codex", ""},
+	}
+	for _, c := range cases {
+		f := h.call("loginPtyOpen", with(leaseBase(l), "hostRouteId", uuid.NewString(), "loginCommandKey", c.key, "sessionHome", c.home))
+		require.NotNil(t, f.Error, "%q %q", c.key, c.home)
+		require.Equal(t, "LOGIN_PTY_DESCRIPTOR_REJECTED", f.Error.Message)
+	}
+	require.Len(t, e.srv.Requests(), before, "nothing reached Daytona")
+	require.Empty(t, e.srv.PTYs(id))
+	f := h.call("loginPtyClose", map[string]any{"hostRouteId": "never-opened"})
+	require.JSONEq(t, `{"hostRouteId":"never-opened"}`, string(f.Result))
+}
+
+// Terminal output is decoded as UTF-8 across reads: a character split
+// between two reads stays whole, an invalid byte becomes U+FFFD.
+func TestLoginTextStream(t *testing.T) {
+	var ts textStream
+	e := []byte("é😀")
+	require.Equal(t, "a", ts.decode(append([]byte("a"), e[0])))
+	require.Equal(t, "é", ts.decode(e[1:2]))
+	require.Equal(t, "", ts.decode(e[2:4]))
+	require.Equal(t, "😀b", ts.decode(append(e[4:], 'b')))
+	require.Equal(t, "\uFFFDc", ts.decode([]byte{0xff, 'c'}))
+	require.Equal(t, "", ts.decode(e[2:3]))
+	require.Equal(t, "\uFFFD", ts.flush())
+	require.True(t, ts.charge(strings.Repeat("x", maxLoginTotalChars-2)))
+	require.False(t, ts.charge("😀x"), "😀 is two JavaScript characters")
+	require.True(t, ts.charge("😀"))
+}
