@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (README "make test"; .ci/run calls it). Installs what it
 # needs: Go modules through the module proxy, staticcheck, deadcode, and the npm
-# packages of the real Paperclip host for the interop test.
+# packages of the real Paperclip host for the interop test and the official
+# Daytona SDK for the emulator check.
 #
 # Every stage runs even when an earlier one fails: the stages check
 # independent things, and a failing unit test must not hide an interop
@@ -43,6 +44,7 @@ stage "deadcode" deadcode
 # standalone_test.go).
 stage "go test -race" go test -race -count=1 -timeout 20m ./...
 stage "interop with the real Paperclip host" bash interop/run.sh
+stage "the official Daytona SDK against the emulator" bash interop/sdk-access/run.sh
 
 if ((${#failed[@]})); then
 	echo "== FAILED stages:" >&2

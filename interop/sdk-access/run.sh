@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The official @daytonaio/sdk against the Daytona emulator, for the routes
-# of interactive setup, templates and runner ingress (check.mjs). Opt-in:
-# it installs the SDK pinned by package-lock.json (npm ci --ignore-scripts,
-# into interop/sdk-access/node_modules, gitignored) and builds daytona-sim.
+# of interactive setup, templates and runner ingress (check.mjs): a stage of
+# scripts/test.sh. It installs the SDK pinned by package-lock.json (npm ci
+# --ignore-scripts, into interop/sdk-access/node_modules, gitignored) and
+# builds daytona-sim.
 # Uses interop's Node 24 when interop/setup.sh installed it, else `node`.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
