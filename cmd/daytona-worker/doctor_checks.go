@@ -236,22 +236,18 @@ func (c *checker) source(ctx context.Context) (string, string, error) {
 	case src.Snapshot == "":
 		return "no snapshot or image set: the organization's default snapshot", "", nil
 	}
-	var snap struct {
-		Name        string  `json:"name"`
-		State       string  `json:"state"`
-		ErrorReason *string `json:"errorReason"`
-	}
 	fix := "create the snapshot in the Daytona dashboard (Snapshots) or set snapshot to an existing one"
-	if err := c.acct.get(ctx, "/snapshots/"+url.PathEscape(src.Snapshot), &snap); err != nil {
+	snap, _, err := c.acct.client.Snapshots.Get(ctx, src.Snapshot)
+	if err != nil {
 		return "", fix, err
 	}
-	if snap.State != "active" {
+	if snap.State != daytona.SnapshotActive {
 		reason := ""
 		if snap.ErrorReason != nil {
 			reason = ": " + *snap.ErrorReason
 		}
 		return "", "wait until the snapshot is active, or rebuild it in the dashboard",
-			fmt.Errorf("snapshot %s is %s%s", clamp.Echo(src.Snapshot), clamp.Echo(snap.State), clamp.Echo(reason))
+			fmt.Errorf("snapshot %s is %s%s", clamp.Echo(src.Snapshot), clamp.Echo(string(snap.State)), clamp.Echo(reason))
 	}
 	return "snapshot " + clamp.Echo(src.Snapshot) + " is active", "", nil
 }
@@ -268,8 +264,8 @@ func (e *apiError) Error() string {
 }
 
 // get reads path of the API as JSON, with the worker's HTTP client and
-// headers. The organization, usage and snapshot reads are the doctor's
-// only ones outside the daytona client's route table.
+// headers. The organization and usage reads are the doctor's only ones
+// outside the daytona client's route table.
 func (a *account) get(ctx context.Context, path string, out any) error {
 	key, err := config.ResolveAPIKey(a.cfg, nil)
 	if err != nil {

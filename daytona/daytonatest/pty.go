@@ -487,13 +487,7 @@ func (s *Server) DropPTYConnections(sandboxID string) int {
 
 // serveSimPTYDrop answers POST SimPTYDropPath?sandbox=<id>.
 func (s *Server) serveSimPTYDrop(w http.ResponseWriter, r *http.Request) {
-	if !bearerOK(r, s.cfg.apiKey) {
-		writeAPIError(w, r, http.StatusUnauthorized, "Unauthorized")
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		writeAPIError(w, r, http.StatusMethodNotAllowed, "only POST cuts terminal connections")
+	if !s.simAdmit(w, r, http.MethodPost, "only POST cuts terminal connections") {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"dropped": s.DropPTYConnections(r.URL.Query().Get("sandbox"))})

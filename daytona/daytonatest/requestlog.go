@@ -193,19 +193,28 @@ type SimRequest struct {
 	Sandbox   string `json:"sandbox"`
 }
 
+// simAdmit admits a request to an emulator-only endpoint: it takes the
+// API key like the API, and one method (else 405 with wrongMethod).
+func (s *Server) simAdmit(w http.ResponseWriter, r *http.Request, method, wrongMethod string) bool {
+	if !bearerOK(r, s.cfg.apiKey) {
+		writeAPIError(w, r, http.StatusUnauthorized, "Unauthorized")
+		return false
+	}
+	if r.Method != method {
+		w.Header().Set("Allow", method)
+		writeAPIError(w, r, http.StatusMethodNotAllowed, wrongMethod)
+		return false
+	}
+	return true
+}
+
 // serveSimRequests answers GET SimRequestsPath[?since=N]: the request log
 // as a JSON array, without the first N entries the emulator ever logged
 // (entries dropped by ResetRequests or the log's bound count too, so a
 // reader that passes the number it has read so far never sees an entry
 // twice). It takes the API key like the API.
 func (s *Server) serveSimRequests(w http.ResponseWriter, r *http.Request) {
-	if !bearerOK(r, s.cfg.apiKey) {
-		writeAPIError(w, r, http.StatusUnauthorized, "Unauthorized")
-		return
-	}
-	if r.Method != http.MethodGet {
-		w.Header().Set("Allow", http.MethodGet)
-		writeAPIError(w, r, http.StatusMethodNotAllowed, "only GET reads the request log")
+	if !s.simAdmit(w, r, http.MethodGet, "only GET reads the request log") {
 		return
 	}
 	since := 0
