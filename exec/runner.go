@@ -92,6 +92,11 @@ type Options struct {
 	StdinDir string
 	// Logger receives teardown failures (default: discarded).
 	Logger *slog.Logger
+	// FollowFirstBelow: a dispatch answered within this long means a
+	// network so close that a log snapshot right after it would come
+	// before bash has run the command, so the follow is opened at once
+	// (docs/exec.md#follow-first). 0 = always snapshot first.
+	FollowFirstBelow time.Duration
 }
 
 // Timing constants of the session path (docs/behavior.md#session-path, docs/behavior.md#exited-fast-path, docs/behavior.md#silent-socket).
@@ -121,6 +126,8 @@ type Runner struct {
 	cap      int64
 	stdinDir string
 	log      *slog.Logger
+	// followFirst is Options.FollowFirstBelow.
+	followFirst time.Duration
 
 	mu     stdsync.Mutex
 	leases map[string]*lease
@@ -129,7 +136,7 @@ type Runner struct {
 // NewRunner returns a Runner.
 func NewRunner(o Options) *Runner {
 	r := &Runner{clock: o.Clock, cap: o.OutputCap, stdinDir: o.StdinDir, log: o.Logger,
-		leases: map[string]*lease{}}
+		followFirst: o.FollowFirstBelow, leases: map[string]*lease{}}
 	if r.clock == nil {
 		r.clock = RealClock{}
 	}

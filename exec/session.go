@@ -25,9 +25,11 @@ type run struct {
 	ctx    context.Context // caller + lease cancellation
 	cmdCtx context.Context // + command deadline
 
-	sess   *session
-	cmdID  string
-	retire bool // take the session out of service afterwards
+	sess  *session
+	cmdID string
+	// dispatchRTT is how long the dispatch call took (the successful one).
+	dispatchRTT time.Duration
+	retire      bool // take the session out of service afterwards
 	// observing: a follow connection closed cleanly or went silent, so
 	// reads now observe a command that may have ended (timeoutScope).
 	observing bool
@@ -201,10 +203,12 @@ func (x *run) dispatch() error {
 		if err != nil {
 			return err
 		}
+		sent := x.r.clock.Now()
 		resp, _, err := x.t.Client.Toolbox.ExecuteSessionCommand(x.cmdCtx, x.t.Sandbox, s.id,
 			&daytona.SessionExecuteRequest{Command: wrapped, RunAsync: true})
 		if err == nil && resp.CmdID != "" {
 			x.sess, x.cmdID = s, resp.CmdID
+			x.dispatchRTT = x.r.clock.Now().Sub(sent)
 			return nil
 		}
 		if err != nil && sessionLost(err) && !errors.Is(err, daytona.ErrContainerMissing) {
@@ -226,6 +230,15 @@ func (x *run) dispatch() error {
 	return fmt.Errorf("exec: session lost twice while dispatching: %w", daytona.ErrNotFound)
 }
 
+// FollowFirstRTT is the worker's Options.FollowFirstBelow: a dispatch
+// answered within 10 ms comes from a network (loopback, same host or rack)
+// so close that bash, which takes 15-45 ms to source the login profiles
+// before the command runs, cannot have finished when a snapshot sent
+// next arrives; at internet round trips (tens of ms) the snapshot stays
+// first, because it reuses a pooled connection where the follow's
+// WebSocket opens a new one.
+const FollowFirstRTT = 10 * time.Millisecond
+
 // streamEnd is how one follow connection ended.
 type streamEnd int
 
@@ -244,15 +257,23 @@ func (x *run) observe() (Result, error) {
 	// output complete and carry the exit status: done, in two calls. A
 	// failed or incomplete read only means: follow (what it brought is kept
 	// and goes live, the follow skips it by byte offset).
-	_ = x.rawSnapshot(x.cmdCtx, FastPathBound, errFastPathBound)
-	if x.cmdCtx.Err() != nil {
-		return x.stopped(context.Cause(x.cmdCtx))
+	//
+	// Follow first: when the dispatch came back faster than followFirst
+	// the snapshot would reach the daemon before bash has even sourced
+	// its profiles, so it could only add a third call; the follow is
+	// opened at once (dispatch + follow), and its first frame with the
+	// markers ends the command as the snapshot would have.
+	if x.r.followFirst <= 0 || x.dispatchRTT >= x.r.followFirst {
+		_ = x.rawSnapshot(x.cmdCtx, FastPathBound, errFastPathBound)
+		if x.cmdCtx.Err() != nil {
+			return x.stopped(context.Cause(x.cmdCtx))
+		}
+		if code, ok := x.out.ended(); ok {
+			x.observed = "fast_path"
+			return x.complete(code)
+		}
+		x.out.publish()
 	}
-	if code, ok := x.out.ended(); ok {
-		x.observed = "fast_path"
-		return x.complete(code)
-	}
-	x.out.publish()
 	x.observed = "followed"
 	for attempt := 0; attempt < maxStreamAttempts; attempt++ {
 		end, code, cause := x.follow()
