@@ -70,7 +70,7 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 	req := cmdexec.Request{Command: p.Command, Args: p.Args, Cwd: cwd, Env: p.Env, Stdin: p.Stdin,
 		Timeout: timeout, BypassSession: p.BypassSession}
 	live := newLogSink(ctx)
-	defer live.close() // every chunk precedes the response
+	defer live.close(false) // every chunk precedes the response
 
 	var res cmdexec.Result
 	var hit bool
@@ -93,7 +93,9 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 		// A one-shot execute never calls the sink (exec's rule): its output
 		// reaches the host once, in the result.
 		res, err = d.runner.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, live.write)
-		live.close()
+		// With a result, chunks still pending are dropped: the result
+		// holds their bytes (the live text stays a prefix of it).
+		live.close(err == nil)
 		if err == nil && !res.TimedOut {
 			d.handles.markFresh(k) // only success proves the sandbox is alive
 		}

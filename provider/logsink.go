@@ -9,29 +9,44 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// Live output batching: the first bytes after a quiet spell go to the host
-// at once (latency), and whatever follows within coalesceWindow is sent as
-// one execute.log chunk (throughput: a chatty command produces thousands of
-// small socket frames, and the host parses every notification).
+// Live output batching (docs/exec.md#live-output). The first bytes after a
+// quiet spell go to the host at once (a prompt, a progress line). What
+// follows is gathered while a send is under way and for coalesceWindow
+// after it, and goes out as one execute.log chunk: the host parses every
+// notification and then the whole result again, so a command printing a
+// lot costs it less in fewer, larger chunks, and nothing waits on the
+// host's pipe while the command's output is read. Chunks still pending when
+// the result is ready are dropped (close(true)): their bytes are in it.
 const (
-	coalesceWindow = 2 * time.Millisecond
-	coalesceMax    = 256 << 10
+	coalesceWindow = 25 * time.Millisecond
+	// coalesceMax: a batch this large goes out without waiting for the
+	// window (rpc.ExecuteLog cuts it to the host's chunk limit).
+	coalesceMax = 768 << 10
+	// pendingMax bounds what is gathered: beyond it a write waits for the
+	// send under way (the command's output is then read no faster than
+	// the host takes it, as before batching).
+	pendingMax = 8 << 20
 )
 
 // logSink forwards live output as execute.log notifications, in order per
-// stream and across streams. close must be called before the execute's
-// response: it sends what is buffered and stops the sink.
+// stream and across streams, one send at a time. close must be called
+// before the execute's response: it waits for the send under way, and
+// sends or drops what is left.
 type logSink struct {
-	ctx  context.Context
-	send func(ctx context.Context, stream rpc.LogStream, text string) error
+	ctx    context.Context
+	send   func(ctx context.Context, stream rpc.LogStream, text string) error
+	window time.Duration
 
-	mu      sync.Mutex
-	pending []logPiece
-	size    int
-	timer   *time.Timer
-	last    time.Time
-	closed  bool
-	failed  bool
+	mu       sync.Mutex
+	idle     sync.Cond // a send ended
+	pending  []logPiece
+	size     int
+	timer    *time.Timer
+	timerSeq uint64 // tells a stale tick from the current one
+	last     time.Time
+	sending  bool
+	closed   bool
+	failed   bool
 }
 
 type logPiece struct {
@@ -40,67 +55,133 @@ type logPiece struct {
 }
 
 func newLogSink(ctx context.Context) *logSink {
-	return &logSink{ctx: ctx, send: rpc.ExecuteLog}
+	s := &logSink{ctx: ctx, send: rpc.ExecuteLog, window: coalesceWindow}
+	s.idle.L = &s.mu
+	return s
 }
 
 // write is the exec.Sink.
 func (s *logSink) write(stream, text string) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	for s.sending && s.size >= pendingMax && !s.closed && !s.failed {
+		s.idle.Wait()
+	}
 	if s.closed || s.failed {
+		s.mu.Unlock()
 		return nil
 	}
 	st := rpc.LogStream(stream)
-	if n := len(s.pending); n > 0 && s.pending[n-1].stream == st {
-		s.pending[n-1].text.WriteString(text)
-	} else {
+	if n := len(s.pending); n == 0 || s.pending[n-1].stream != st {
 		s.pending = append(s.pending, logPiece{stream: st})
-		s.pending[len(s.pending)-1].text.WriteString(text)
 	}
+	s.pending[len(s.pending)-1].text.WriteString(text)
 	s.size += len(text)
-	switch {
-	case s.size >= coalesceMax, time.Since(s.last) > coalesceWindow && s.timer == nil:
-		s.flushLocked() // quiet until now, or a full batch: send at once
-	case s.timer == nil:
-		s.timer = time.AfterFunc(coalesceWindow, s.tick)
+	if !s.sending && s.timer == nil && s.size < coalesceMax && time.Since(s.last) > s.window {
+		// Quiet until now: these bytes go at once.
+		b := s.takeLocked()
+		s.mu.Unlock()
+		s.sendBatch(b)
+		return nil
 	}
+	s.nextLocked()
+	s.mu.Unlock()
 	return nil
 }
 
-func (s *logSink) tick() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.timer = nil
-	if !s.closed {
-		s.flushLocked()
-	}
+// takeLocked removes the pending batch and marks a send under way.
+func (s *logSink) takeLocked() []logPiece {
+	s.stopTimerLocked()
+	b := s.pending
+	s.pending, s.size = nil, 0
+	s.sending = true
+	return b
 }
 
-// flushLocked sends the buffer; s.mu is held, so sends stay in order and
-// never overlap close.
-func (s *logSink) flushLocked() {
+func (s *logSink) stopTimerLocked() {
 	if s.timer != nil {
 		s.timer.Stop()
 		s.timer = nil
 	}
-	for i := range s.pending {
-		if s.failed {
-			break
-		}
-		if err := s.send(s.ctx, s.pending[i].stream, s.pending[i].text.String()); err != nil {
-			s.failed = true // the host will not take more (answered, budget spent)
-		}
-	}
-	s.pending, s.size = s.pending[:0], 0
-	s.last = time.Now()
 }
 
-// close sends what is buffered; later writes are dropped.
-func (s *logSink) close() {
+// sendBatch sends b without holding s.mu (writes keep gathering), then
+// schedules what gathered meanwhile.
+func (s *logSink) sendBatch(b []logPiece) {
+	failed := false
+	for i := range b {
+		if err := s.send(s.ctx, b[i].stream, b[i].text.String()); err != nil {
+			failed = true // the host will not take more (answered, budget spent)
+			break
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.closed {
-		s.flushLocked()
-		s.closed = true
+	s.sending = false
+	s.last = time.Now()
+	if failed {
+		s.failed = true
+		s.pending, s.size = nil, 0
 	}
+	s.idle.Broadcast()
+	s.nextLocked()
+}
+
+// nextLocked schedules the pending batch: at once when it is full,
+// otherwise a window after the last send.
+func (s *logSink) nextLocked() {
+	if s.closed || s.failed || s.sending || len(s.pending) == 0 {
+		return
+	}
+	if s.size >= coalesceMax {
+		b := s.takeLocked()
+		go s.sendBatch(b)
+		return
+	}
+	if s.timer == nil {
+		s.timerSeq++
+		seq := s.timerSeq
+		s.timer = time.AfterFunc(max(0, s.window-time.Since(s.last)), func() { s.tick(seq) })
+	}
+}
+
+func (s *logSink) tick(seq uint64) {
+	s.mu.Lock()
+	if seq != s.timerSeq || s.timer == nil {
+		s.mu.Unlock()
+		return
+	}
+	s.timer = nil
+	if s.closed || s.failed || s.sending || len(s.pending) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	b := s.takeLocked()
+	s.mu.Unlock()
+	s.sendBatch(b)
+}
+
+// close ends the sink: it waits for the send under way, then sends what
+// is pending, or drops it when drop is set (the result that follows holds
+// every byte of it). Later writes are dropped.
+func (s *logSink) close(drop bool) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	s.stopTimerLocked()
+	if drop {
+		s.pending, s.size = nil, 0
+	}
+	for s.sending {
+		s.idle.Wait()
+	}
+	if len(s.pending) == 0 || s.failed {
+		s.mu.Unlock()
+		return
+	}
+	b := s.takeLocked()
+	s.mu.Unlock()
+	s.sendBatch(b)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
@@ -38,7 +39,7 @@ func TestLogSinkSendsFirstBytesAtOnceAndCoalescesTheRest(t *testing.T) {
 	}
 	require.NoError(t, s.write("stderr", "e"))
 	require.NoError(t, s.write("stdout", "c"))
-	s.close()
+	s.close(false)
 	all := got()
 	var out, errs strings.Builder
 	for _, g := range all {
@@ -57,12 +58,75 @@ func TestLogSinkSendsFirstBytesAtOnceAndCoalescesTheRest(t *testing.T) {
 }
 
 func TestLogSinkFullBatchGoesOutImmediately(t *testing.T) {
-	s, got := recordingSink()
+	s := newLogSink(context.Background())
+	s.window = time.Hour // only a full batch can go out before close
+	sends := make(chan sent, 4)
+	s.send = func(_ context.Context, st rpc.LogStream, text string) error { sends <- sent{st, text}; return nil }
 	require.NoError(t, s.write("stdout", "x"))
+	require.Equal(t, sent{rpc.Stdout, "x"}, <-sends)
 	big := strings.Repeat("y", coalesceMax)
 	require.NoError(t, s.write("stdout", big))
-	require.Len(t, got(), 2, "a full batch does not wait for the window")
-	s.close()
+	require.Equal(t, sent{rpc.Stdout, big}, <-sends, "a full batch does not wait for the window")
+	s.close(false)
+	require.Empty(t, sends)
+}
+
+// TestLogSinkGathersWhileTheHostWriterIsBusy: writes made while a send
+// to the host is under way return at once (the command's output keeps
+// being read) and go out together in the next chunk.
+func TestLogSinkGathersWhileTheHostWriterIsBusy(t *testing.T) {
+	s := newLogSink(context.Background())
+	s.window = time.Hour
+	started, release := make(chan struct{}), make(chan struct{})
+	var mu sync.Mutex
+	var got []sent
+	s.send = func(_ context.Context, st rpc.LogStream, text string) error {
+		mu.Lock()
+		got = append(got, sent{st, text})
+		first := len(got) == 1
+		mu.Unlock()
+		if first {
+			close(started)
+			<-release
+		}
+		return nil
+	}
+	go func() { _ = s.write("stdout", "a") }() // sent at once, and held
+	<-started
+	wrote := make(chan struct{})
+	go func() {
+		for range 100 {
+			_ = s.write("stdout", "b")
+		}
+		close(wrote)
+	}()
+	select {
+	case <-wrote:
+	case <-time.After(time.Minute):
+		t.Fatal("writes waited for the send under way")
+	}
+	close(release)
+	s.close(false)
+	require.Equal(t, []sent{{rpc.Stdout, "a"}, {rpc.Stdout, strings.Repeat("b", 100)}}, got)
+}
+
+// TestLogSinkCloseDropsPendingChunks: chunks still gathered when the
+// execute has its result are dropped (the result holds their bytes); on
+// an error answer they are sent, since the host gets no result.
+func TestLogSinkCloseDropsPendingChunks(t *testing.T) {
+	for _, drop := range []bool{true, false} {
+		s, got := recordingSink()
+		s.window = time.Hour
+		require.NoError(t, s.write("stdout", "a"))
+		require.NoError(t, s.write("stdout", "b"))
+		require.NoError(t, s.write("stderr", "c"))
+		s.close(drop)
+		want := []sent{{rpc.Stdout, "a"}}
+		if !drop {
+			want = append(want, sent{rpc.Stdout, "b"}, sent{rpc.Stderr, "c"})
+		}
+		require.Equal(t, want, got(), "drop %v", drop)
+	}
 }
 
 func TestLogSinkStopsAfterTheHostRefuses(t *testing.T) {
@@ -71,6 +135,6 @@ func TestLogSinkStopsAfterTheHostRefuses(t *testing.T) {
 	s.send = func(context.Context, rpc.LogStream, string) error { calls++; return errors.New("answered") }
 	require.NoError(t, s.write("stdout", "a"))
 	require.NoError(t, s.write("stdout", strings.Repeat("b", coalesceMax)))
-	s.close()
+	s.close(false)
 	require.Equal(t, 1, calls)
 }
