@@ -205,7 +205,12 @@ func (s *stream) respond(id json.RawMessage, result any, e *wireErr) error {
 	if e == nil {
 		r.Result = &result
 	}
-	err := s.writeFrame(r)
+	var err error
+	if res, ok := result.(ExecuteResult); ok && e == nil {
+		err = s.writeResultFrame(id, &res) // megabytes of output: see resultjson.go
+	} else {
+		err = s.writeFrame(r)
+	}
 	var big *errFrameTooLarge
 	switch {
 	case err == nil:
