@@ -9,14 +9,15 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
-// Live output batching (docs/exec.md#live-output). The first bytes after a
-// quiet spell go to the host at once (a prompt, a progress line). What
-// follows is gathered while a send is under way and for coalesceWindow
-// after it, and goes out as one execute.log chunk: the host parses every
-// notification and then the whole result again, so a command printing a
-// lot costs it less in fewer, larger chunks, and nothing waits on the
-// host's pipe while the command's output is read. Chunks still pending when
-// the result is ready are dropped (close(true)): their bytes are in it.
+// Live output batching (docs/exec.md#live-output-to-the-host). The first
+// bytes after a quiet spell go to the host at once (a prompt, a progress
+// line). What follows is gathered while a send is under way and for
+// coalesceWindow after it, and goes out as one execute.log chunk: the host
+// parses every notification and then the whole result again, so a command
+// printing a lot costs it less in fewer, larger chunks, and nothing waits
+// on the host's pipe while the command's output is read. Chunks still
+// pending when the result is ready are dropped (close(true)): their bytes
+// are in it.
 const (
 	coalesceWindow = 25 * time.Millisecond
 	// coalesceMax: a batch this large goes out without waiting for the
