@@ -486,13 +486,12 @@ func (ss *session) lineLocked(stderr bool, b []byte, complete bool) *command {
 			if stderr {
 				m = markerStderr
 			}
-			rec := make([]byte, 0, len(content)+4)
-			rec = append(rec, m...)
-			rec = append(rec, content...)
+			// Straight into the buffered record: the daemon labels what
+			// bash writes without a copy per line.
+			cm.pending = append(append(cm.pending, m...), content...)
 			if complete {
-				rec = append(rec, '\n')
+				cm.pending = append(cm.pending, '\n')
 			}
-			cm.appendLocked(rec)
 		}
 		if sentinel {
 			if stderr {
