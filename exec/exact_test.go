@@ -78,12 +78,7 @@ func tail(s string) string { return s[max(0, len(s)-16):] }
 // it, and the execute returns anyway, with no status read.
 func TestFinishedCommandDoesNotWaitForTheSocketClose(t *testing.T) {
 	e := newEnv(t, withFakeClock)
-	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil) // opens the session
-	require.NoError(t, err)
-	release, ok := e.srv.HoldFollowClose(e.sb.ID, e.runner.SessionID(e.target.LeaseKey))
-	require.True(t, ok)
-	defer release()
-	e.srv.ResetRequests()
+	e.holdFollowClose(t)
 	// The snapshot answers an empty log (it raced the command's start); a
 	// status read would say "running".
 	e.srv.Inject(fault{Method: "GET", Route: rLogs, Times: 1, Status: 200, Body: emptyLog})

@@ -15,6 +15,19 @@ func withFollowFirst(d time.Duration) envOpt {
 	return func(o *cmdexec.Options) { o.FollowFirstBelow = d }
 }
 
+// holdFollowClose opens the session with a first command, makes the
+// emulator keep every follow of it open after its command's exit until the
+// test ends, and clears the request log.
+func (e *env) holdFollowClose(t *testing.T) {
+	t.Helper()
+	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil) // opens the session
+	require.NoError(t, err)
+	release, ok := e.srv.HoldFollowClose(e.sb.ID, e.runner.SessionID(e.target.LeaseKey))
+	require.True(t, ok)
+	t.Cleanup(release)
+	e.srv.ResetRequests()
+}
+
 // TestFollowFirstAfterAnInstantDispatch: a dispatch answered within
 // FollowFirstBelow (the fake clock stands still, so here it always is)
 // means a network so close that a snapshot would come before bash ran
@@ -23,12 +36,7 @@ func withFollowFirst(d time.Duration) envOpt {
 // a snapshot and without waiting for the socket's close (held open here).
 func TestFollowFirstAfterAnInstantDispatch(t *testing.T) {
 	e := newEnv(t, withFakeClock, withFollowFirst(cmdexec.FollowFirstRTT))
-	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil) // opens the session
-	require.NoError(t, err)
-	release, ok := e.srv.HoldFollowClose(e.sb.ID, e.runner.SessionID(e.target.LeaseKey))
-	require.True(t, ok)
-	defer release()
-	e.srv.ResetRequests()
+	e.holdFollowClose(t)
 	rec := newRecorder()
 	id := tag()
 	res, err := e.wait(e.start(bashReq("printf 'a\\nb'; printf E >&2; : "+id+"; exit 3"), rec))
