@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"encoding/binary"
 	"fmt"
 	"strings"
 	stdsync "sync"
@@ -325,34 +324,13 @@ func (o *output) bothCapped() bool {
 // plainRun is the length of the prefix of p made of bytes that are one
 // host character each and need no escaping: printable ASCII other than
 // '"', '\\', '<', '>' and '&' (see hostCost).
-// Eight bytes are tested at a time while none can be special (output is
-// mostly such runs; a byte at a time was a tenth of the one-shot path's
-// CPU), the rest byte by byte.
 func plainRun(p []byte) int {
-	i := 0
-	for ; i+8 <= len(p); i += 8 {
-		if !plainWord(binary.LittleEndian.Uint64(p[i:])) {
-			break
-		}
-	}
-	for ; i < len(p); i++ {
-		if c := p[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+	for i, c := range p {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			return i
 		}
 	}
 	return len(p)
-}
-
-// plainWord reports whether none of the eight bytes of w is below 0x20,
-// at or above 0x7f, or one of `"`, `\`, `<`, `>`, `&` (per byte b: b-c
-// borrows into bit 7 exactly when b < c, for bytes below 0x80; b^c is
-// zero exactly when b == c).
-func plainWord(w uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	has := func(c uint64) uint64 { x := w ^ c*ones; return (x - ones) &^ x }
-	low := (w - 0x20*ones) &^ w
-	del := has(0x7f)
-	return (w|low|del|has('"')|has('\\')|has('<')|has('>')|has('&'))&highs == 0
 }
 
 func hostCost(r rune) int64 {

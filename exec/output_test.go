@@ -174,29 +174,3 @@ func TestFailingSinkStopsLiveOutputOnly(t *testing.T) {
 	assert.Equal(t, "ab", stdout)
 	assert.Equal(t, 1, n)
 }
-
-// TestPlainRunMatchesBytewise: the eight-bytes-at-a-time scan stops at
-// exactly the byte the plain byte-by-byte rule stops at, whatever byte
-// values and offsets.
-func TestPlainRunMatchesBytewise(t *testing.T) {
-	bytewise := func(p []byte) int {
-		for i, c := range p {
-			if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-				return i
-			}
-		}
-		return len(p)
-	}
-	p := make([]byte, 24)
-	for i := range p {
-		p[i] = 'a'
-	}
-	require.Equal(t, len(p), plainRun(p))
-	for pos := range p {
-		for c := 0; c < 256; c++ {
-			q := append([]byte(nil), p...)
-			q[pos] = byte(c)
-			require.Equal(t, bytewise(q), plainRun(q), "byte %#x at %d", c, pos)
-		}
-	}
-}
