@@ -19,10 +19,12 @@ import (
 // pending when the result is ready are dropped (close(true)): their bytes
 // are in it.
 const (
-	coalesceWindow = 25 * time.Millisecond
+	coalesceWindow = 50 * time.Millisecond
 	// coalesceMax: a batch this large goes out without waiting for the
-	// window (rpc.ExecuteLog cuts it to the host's chunk limit).
-	coalesceMax = 768 << 10
+	// window (rpc.ExecuteLog cuts it to the host's chunk limit). Large, so
+	// that fast output still gathered at the command's end is dropped
+	// rather than sent.
+	coalesceMax = 4 << 20
 	// pendingMax bounds what is gathered: beyond it a write waits for the
 	// send under way (the command's output is then read no faster than
 	// the host takes it, as before batching).
