@@ -319,12 +319,45 @@ func percentile(d []time.Duration, p int) time.Duration {
 	return s[min(len(s)-1, len(s)*p/100)]
 }
 
+// sampleHealth calls health over and over once start closes, until the
+// returned stop is called; stop returns the latencies. A failed health
+// call fails the test.
+func (e *loadEnv) sampleHealth(start <-chan struct{}) (stop func() []time.Duration) {
+	done := make(chan struct{})
+	out := make(chan []time.Duration, 1)
+	var failed error
+	go func() {
+		var ds []time.Duration
+		defer func() { out <- ds }()
+		<-start
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			_, d, err := e.h.call("health", map[string]any{})
+			if err != nil {
+				failed = err
+				return
+			}
+			ds = append(ds, d)
+		}
+	}()
+	return func() []time.Duration {
+		close(done)
+		ds := <-out
+		require.NoError(e.t, failed, "health")
+		return ds
+	}
+}
+
 // loadReport is one run's figures.
 type loadReport struct {
 	leases                       int
 	base, held, peak, after      workerStats
 	echoIdle, echoLoad, health   []time.Duration
-	healthIdle                   []time.Duration
+	healthIdle, healthRelease    []time.Duration
 	executes, syncs, healthCalls int
 	took, acquired, loaded       time.Duration // whole run; acquires; the load
 	released                     time.Duration
@@ -410,33 +443,12 @@ func runLoad(t *testing.T, n, execsEach, syncsEach int) loadReport {
 			}
 		})
 	}
-	loadDone := make(chan struct{})
-	healthDone := make(chan struct{})
-	go func() {
-		defer close(healthDone)
-		<-gate
-		for {
-			select {
-			case <-loadDone:
-				return
-			default:
-			}
-			_, d, err := e.h.call("health", map[string]any{})
-			if err != nil {
-				errs <- err
-				return
-			}
-			mu.Lock()
-			r.health = append(r.health, d)
-			mu.Unlock()
-		}
-	}()
+	stopHealth := e.sampleHealth(gate)
 	phase = time.Now()
 	close(gate)
 	wg.Wait()
 	r.loaded = time.Since(phase)
-	close(loadDone)
-	<-healthDone
+	r.health = stopHealth()
 	close(errs)
 	for err := range errs {
 		require.NoError(t, err)
@@ -446,9 +458,15 @@ func runLoad(t *testing.T, n, execsEach, syncsEach int) loadReport {
 	r.healthCalls = len(r.health)
 	r.peak = e.h.stats()
 
+	// Health all along the releases too: each release's bookkeeping once
+	// held the lock health takes, scanning every lease held.
+	released := make(chan struct{})
+	stopHealth = e.sampleHealth(released)
 	phase = time.Now()
+	close(released)
 	require.NoError(t, each(n, loadSetupWorkers, func(i int) error { return e.release(leases[i]) }))
 	r.released = time.Since(phase)
+	r.healthRelease = stopHealth()
 	// Back to baseline: no goroutine and no descriptor left behind.
 	r.after = e.h.settle(e.hs, func(s workerStats) bool {
 		return s.Goroutines <= r.base.Goroutines && s.FDs <= r.base.FDs
@@ -478,6 +496,8 @@ func (r loadReport) log(t *testing.T) {
 	t.Logf("LOAD echo hi p50/p99: idle %v/%v, under load %v/%v; health p50/p99: idle %v/%v, under load %v/%v",
 		percentile(r.echoIdle, 50), percentile(r.echoIdle, 99), percentile(r.echoLoad, 50), percentile(r.echoLoad, 99),
 		percentile(r.healthIdle, 50), percentile(r.healthIdle, 99), percentile(r.health, 50), percentile(r.health, 99))
+	t.Logf("LOAD health p50/p99 while every lease is released: %v/%v (%d calls)",
+		percentile(r.healthRelease, 50), percentile(r.healthRelease, 99), len(r.healthRelease))
 	t.Logf("LOAD RSS base %s, held %s (%s/lease), under load %s, after release %s", mib(r.base.RSS), mib(r.held.RSS),
 		fmt.Sprintf("%.1f KiB", float64(r.held.RSS-r.base.RSS)/1024/float64(r.leases)), mib(r.peak.RSS), mib(r.after.RSS))
 	t.Logf("LOAD heap base %s, held %s, after %s; goroutines base %d held %d (%s/lease) load %d after %d; fds base %d held %d (%s/lease) load %d after %d; threads base %d held %d load %d after %d",
