@@ -91,6 +91,33 @@ func TestHealthAnswersWhileBookkeepingIsLockedAndARequestIsHeld(t *testing.T) {
 	require.Zero(t, e.d.idle.report().ProviderRequests)
 }
 
+// benchLeases is a driver holding n leases, and a function that releases
+// lease i%n through the release hook's bookkeeping (no Daytona round trip)
+// and acquires it again.
+func benchLeases(b *testing.B, n int) (*Driver, func(i int)) {
+	d := New(Options{Env: func(string) (string, bool) { return "", false }})
+	cfg := mustJSON(b, map[string]any{"apiKey": "dtn_bench", "apiUrl": "http://127.0.0.1:1/api"})
+	c, err := d.resolveAccount(cfg)
+	require.NoError(b, err)
+	heldLeases(d, c.fingerprint, n)
+	base := rpc.EnvironmentBase{DriverKey: DriverKey, CompanyID: "company-1", EnvironmentID: "env-1", Config: cfg}
+	return d, func(i int) {
+		id := fmt.Sprintf("held-%d", i%n)
+		td, end, err := d.beginTeardown(rpc.ReleaseParams{EnvironmentBase: base, ProviderLeaseID: &id})
+		if err != nil {
+			panic(err) // the config parsed above
+		}
+		td.observe()
+		td.receipt("destroyed")
+		end()
+		d.idle.releaseOrphaned(makeScopeKey(DriverKey, "company-1", "", id, c.fingerprint)) // the host's sweep
+		d.scopes.open(td.k)                                                                 // the lease is acquired again
+		d.idle.allocate(td.k)
+	}
+}
+
+var benchSizes = []int{100, 1_000, 10_000}
+
 // BenchmarkReleaseBookkeeping measures the worker's own part of a release
 // with 100 to 10,000 leases held: the teardown frame the release hook runs
 // (account, teardown gate, generation check, confirmed deletion clearing
@@ -99,34 +126,53 @@ func TestHealthAnswersWhileBookkeepingIsLockedAndARequestIsHeld(t *testing.T) {
 // round trips are left out: they do not depend on the lease count. The
 // figure to track is the ratio between the sizes (bench/BENCHMARKS.md).
 //
-//	go test -run '^$' -bench ReleaseBookkeeping -count 3 ./provider/
+//	go test -run '^$' -bench 'ReleaseBookkeeping|HealthDuringReleases' -count 3 ./provider/
 func BenchmarkReleaseBookkeeping(b *testing.B) {
-	for _, n := range []int{100, 1_000, 10_000} {
+	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
-			d := New(Options{Env: func(string) (string, bool) { return "", false }})
-			cfg := mustJSON(b, map[string]any{"apiKey": "dtn_bench", "apiUrl": "http://127.0.0.1:1/api"})
-			c, err := d.resolveAccount(cfg)
-			require.NoError(b, err)
-			heldLeases(d, c.fingerprint, n)
-			base := rpc.EnvironmentBase{DriverKey: DriverKey, CompanyID: "company-1", EnvironmentID: "env-1", Config: cfg}
+			d, release := benchLeases(b, n)
 			b.ResetTimer()
 			for i := range b.N {
-				id := fmt.Sprintf("held-%d", i%n)
-				td, end, err := d.beginTeardown(rpc.ReleaseParams{EnvironmentBase: base, ProviderLeaseID: &id})
-				if err != nil {
-					b.Fatal(err)
-				}
-				td.observe()
-				td.receipt("destroyed")
-				end()
-				d.idle.releaseOrphaned(makeScopeKey(DriverKey, "company-1", "", id, c.fingerprint))
-				d.scopes.open(td.k) // the lease is acquired again
-				d.idle.allocate(td.k)
+				release(i)
 			}
 			b.StopTimer()
 			if got := d.idle.report().Allocations; got != n {
 				b.Fatalf("%d allocations held, want %d", got, n)
 			}
+		})
+	}
+}
+
+// BenchmarkHealthDuringReleases measures health (answered on the input
+// loop) while another goroutine releases leases without pause: ns/op is
+// the mean answer, max-µs the longest one.
+func BenchmarkHealthDuringReleases(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) {
+			d, release := benchLeases(b, n)
+			stop, stopped := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(stopped)
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+						release(i)
+					}
+				}
+			}()
+			var longest time.Duration
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				_ = d.Health()
+				longest = max(longest, time.Since(start))
+			}
+			b.StopTimer()
+			close(stop)
+			<-stopped
+			b.ReportMetric(float64(longest.Microseconds()), "max-µs")
 		})
 	}
 }
