@@ -93,16 +93,21 @@ func newHost(t *testing.T, w *workerProc) *host {
 			if json.Unmarshal(line, &f) != nil || f.ID == nil {
 				continue
 			}
-			h.mu.Lock()
-			ch := h.wait[*f.ID]
-			delete(h.wait, *f.ID)
-			h.mu.Unlock()
-			if ch != nil {
+			if ch := h.take(*f.ID); ch != nil {
 				ch <- f.answer
 			}
 		}
 	}()
 	return h
+}
+
+// take removes and returns the channel waiting for the answer to id.
+func (h *host) take(id int) chan answer {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ch := h.wait[id]
+	delete(h.wait, id)
+	return ch
 }
 
 // call sends one request and waits for its answer; it may run off the
