@@ -518,7 +518,7 @@ func (r loadReport) log(t *testing.T) {
 // and descriptors. -load.leases runs the long measurements.
 func TestLoad(t *testing.T) {
 	if *loadLeases == "" {
-		r := runLoad(t, 200, 2, 2)
+		r := runLoad(t, 200, 1, 1)
 		r.log(t)
 		return
 	}
