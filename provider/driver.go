@@ -137,8 +137,8 @@ func (d *Driver) Register(reg *rpc.Registry) {
 // hook wraps a typed method: pending-hook evidence and lenient params.
 func hook[P, R any](d *Driver, f func(context.Context, P) (R, error)) rpc.Handler {
 	return rpc.Typed(func(ctx context.Context, p P) (R, error) {
-		d.idle.add(&d.idle.hooks, 1)
-		defer d.idle.add(&d.idle.hooks, -1)
+		d.idle.hooks.Add(1)
+		defer d.idle.hooks.Add(-1)
 		return f(ctx, p)
 	})
 }
@@ -161,21 +161,23 @@ type countingTransport struct {
 }
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	t.idle.add(&t.idle.requests, 1)
+	t.idle.requests.Add(1)
 	resp, err := t.base.RoundTrip(r)
 	if err != nil || resp == nil || resp.Body == nil {
-		t.idle.add(&t.idle.requests, -1)
+		t.idle.requests.Add(-1)
 		return resp, err
 	}
-	done := sync.OnceFunc(func() { t.idle.add(&t.idle.requests, -1) })
+	done := sync.OnceFunc(func() { t.idle.requests.Add(-1) })
 	if rwc, ok := resp.Body.(io.ReadWriteCloser); ok {
 		// A WebSocket upgrade: the body is the connection, keep it writable.
 		if isTerminal(r) {
 			// A connected terminal is an open terminal, not a request,
-			// until the connection closes.
+			// until the connection closes. Counted as a terminal before
+			// it stops counting as a request: health reads without a lock
+			// (idle).
+			t.idle.terminals.Add(1)
 			done()
-			t.idle.add(&t.idle.terminals, 1)
-			done = sync.OnceFunc(func() { t.idle.add(&t.idle.terminals, -1) })
+			done = sync.OnceFunc(func() { t.idle.terminals.Add(-1) })
 		}
 		resp.Body = countedConn{rwc, done}
 	} else {

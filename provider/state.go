@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -62,6 +61,11 @@ type scopeState struct {
 type scopes struct {
 	mu sync.Mutex
 	m  map[scopeKey]*scopeState
+	// pruneAt is the table size that triggers the next prune: maxScopes,
+	// or twice what the last prune left when it could not get below half
+	// of that (fresh tombstones, busy scopes), so a table full of entries
+	// that must stay is not scanned again on every new scope.
+	pruneAt int
 }
 
 func (s *scopes) state(k scopeKey) *scopeState { // s.mu held
@@ -70,8 +74,9 @@ func (s *scopes) state(k scopeKey) *scopeState { // s.mu held
 	}
 	st := s.m[k]
 	if st == nil {
-		if len(s.m) >= maxScopes {
+		if len(s.m) >= max(s.pruneAt, maxScopes) {
 			s.pruneLocked()
+			s.pruneAt = 2 * len(s.m)
 		}
 		st = &scopeState{changed: make(chan struct{})}
 		s.m[k] = st
@@ -367,102 +372,4 @@ func (h *handles) stale(k scopeKey, threshold time.Duration) bool {
 	defer h.mu.Unlock()
 	e := h.m[k]
 	return e != nil && e.sb != nil && h.now().Sub(e.verifiedAt) >= threshold
-}
-
-// idle is the evidence that keeps the worker from idle sleep
-// (docs/behavior.md#idle-sleep), reported in health.
-type idle struct {
-	mu          sync.Mutex
-	hooks       int
-	requests    int
-	terminals   int
-	allocations map[scopeKey]bool
-	uncertain   map[string]bool // creation names whose cleanup is unconfirmed
-}
-
-// IdleReport is health's details.idle (docs/host.md#newer-contract, proposed shape).
-type IdleReport struct {
-	SleepAllowed      bool `json:"sleepAllowed"`
-	PendingHooks      int  `json:"pendingHooks"`
-	ProviderRequests  int  `json:"providerRequests"`
-	OpenTerminals     int  `json:"openTerminals"`
-	Allocations       int  `json:"allocations"`
-	UncertainCleanups int  `json:"uncertainCleanups"`
-}
-
-func (i *idle) report() IdleReport {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	r := IdleReport{
-		PendingHooks: i.hooks, ProviderRequests: i.requests, OpenTerminals: i.terminals,
-		Allocations: len(i.allocations), UncertainCleanups: len(i.uncertain),
-	}
-	r.SleepAllowed = r.PendingHooks == 0 && r.ProviderRequests == 0 && r.OpenTerminals == 0 &&
-		r.Allocations == 0 && r.UncertainCleanups == 0
-	return r
-}
-
-func (i *idle) add(field *int, n int) {
-	i.mu.Lock()
-	*field += n
-	i.mu.Unlock()
-}
-
-func (i *idle) allocate(k scopeKey) {
-	i.mu.Lock()
-	if i.allocations == nil {
-		i.allocations = make(map[scopeKey]bool)
-	}
-	i.allocations[k] = true
-	i.mu.Unlock()
-}
-
-func (i *idle) release(k scopeKey) {
-	i.mu.Lock()
-	delete(i.allocations, k)
-	i.mu.Unlock()
-}
-
-// releaseOrphaned clears the allocation evidence a destroy naming no
-// environment (the host's cleanup sweep after the environment was deleted)
-// proved stale: the scopes of the same driver, company, sandbox id and
-// account, whatever environment they named. Another company's or another
-// account's evidence is never touched: a stop or delete vouches only for
-// its own tenant.
-func (i *idle) releaseOrphaned(sweep scopeKey) {
-	var want scopeFields
-	if json.Unmarshal([]byte(sweep), &want) != nil || want.EnvironmentID != "" {
-		return
-	}
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for k := range i.allocations {
-		var f scopeFields
-		if json.Unmarshal([]byte(k), &f) == nil && f.DriverKey == want.DriverKey && f.CompanyID == want.CompanyID &&
-			f.ProviderLeaseID == want.ProviderLeaseID && f.Account == want.Account {
-			delete(i.allocations, k)
-		}
-	}
-}
-
-// scopeFields are the parts of a scopeKey.
-type scopeFields struct {
-	DriverKey       string `json:"driverKey"`
-	CompanyID       string `json:"companyId"`
-	EnvironmentID   string `json:"environmentId"`
-	ProviderLeaseID string `json:"providerLeaseId"`
-	Account         string `json:"account"`
-}
-
-func (i *idle) setUncertain(name string, uncertain bool) {
-	i.mu.Lock()
-	if i.uncertain == nil {
-		i.uncertain = make(map[string]bool)
-	}
-	if uncertain {
-		i.uncertain[name] = true
-	} else {
-		delete(i.uncertain, name)
-	}
-	i.mu.Unlock()
 }

@@ -82,6 +82,7 @@ func testMethods(reg *rpc.Registry) {
 		return nil, nil
 	}))
 	reg.Register("test.panic", func(context.Context, json.RawMessage) (any, error) { panic("test panic") })
+	loadMethods(reg)
 	reg.Register("test.typed", rpc.Typed(func(_ context.Context, p struct {
 		TimeoutMs int `json:"timeoutMs"`
 	}) (any, error) {

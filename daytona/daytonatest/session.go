@@ -129,23 +129,37 @@ func tbCreateSession(c *call) {
 	c.w.WriteHeader(http.StatusCreated)
 }
 
-func (s *Server) startSession(sb *sandbox, id string) (*session, error) {
+func (s *Server) startSession(sb *sandbox, id string) (_ *session, err error) {
 	dir := filepath.Join(s.stateDir, sb.id, "sessions", uuid.NewString())
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	// Every pipe end opened here is closed when the session does not
+	// start: a failed start must not cost the emulator descriptors.
+	var opened []*os.File
+	defer func() {
+		if err != nil {
+			for _, f := range opened {
+				_ = f.Close()
+			}
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	opened = append(opened, outR, outW)
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	opened = append(opened, errR, errW)
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
+	opened = append(opened, inR, inW)
 	cmd := osexec.Command(bashBinary(), "--noprofile", "--norc")
 	cmd.Dir = sb.home
 	cmd.Env = sb.baseEnv(nil)
@@ -159,7 +173,7 @@ func (s *Server) startSession(sb *sandbox, id string) (*session, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, err
+		return nil, err // Start closed the stdin pipe itself
 	}
 	outW.Close()
 	errW.Close()
