@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/internal/cli"
@@ -19,6 +20,9 @@ import (
 
 // Run is the demo with explicit I/O.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	// The worker's log reader and a step's progress line print at the same
+	// time; one lock keeps their lines whole (and the writer race-free).
+	stdout = &lockedWriter{w: stdout}
 	fs := flag.NewFlagSet("daytona-demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	workerBin := fs.String("worker", "bin/daytona-worker", "worker binary")
@@ -354,4 +358,16 @@ func deref(p *int) any {
 		return nil
 	}
 	return *p
+}
+
+// lockedWriter serialises writes from the demo's goroutines.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
