@@ -1,0 +1,126 @@
+package chaos
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	flagN        = flag.Int("chaos.n", 20, "number of fault schedules TestSchedules runs")
+	flagSeed     = flag.Int64("chaos.seed", 1, "seed of the first schedule; schedule i uses seed+i")
+	flagParallel = flag.Int("chaos.parallel", 8, "schedules run at once")
+	flagShrink   = flag.Int("chaos.shrink", 40, "re-runs spent shrinking a failing schedule (0: none)")
+)
+
+// regressionSeeds are schedules that once found a bug; they run every time.
+var regressionSeeds = []int64{}
+
+// TestSchedules runs -chaos.n schedules from -chaos.seed on (CI passes a
+// seed derived from the commit), -chaos.parallel at a time, and reports
+// each failing seed with the command that replays it and its shrunk
+// schedule, then the counts of faults injected and invariants checked.
+func TestSchedules(t *testing.T) {
+	seeds := make([]int64, *flagN)
+	for i := range seeds {
+		seeds[i] = *flagSeed + int64(i)
+	}
+	runSeeds(t, seeds)
+}
+
+// TestRegressionSeeds replays every schedule that once found a bug.
+func TestRegressionSeeds(t *testing.T) {
+	if len(regressionSeeds) == 0 {
+		t.Skip("no regression seeds yet")
+	}
+	runSeeds(t, regressionSeeds)
+}
+
+func runSeeds(t *testing.T, seeds []int64) {
+	start := time.Now()
+	var mu sync.Mutex
+	faults, checks := map[string]int{}, map[string]int{}
+	var failed []int64
+	sem := make(chan struct{}, max(1, *flagParallel))
+	var wg sync.WaitGroup
+	for _, seed := range seeds {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			s := newSchedule(seed)
+			out := runSchedule(t, s)
+			mu.Lock()
+			defer mu.Unlock()
+			for k, v := range out.faults {
+				faults[k] += v
+			}
+			for k, v := range out.checks {
+				checks[k] += v
+			}
+			if len(out.violations) > 0 {
+				failed = append(failed, seed)
+				t.Errorf("seed %d: %d violation(s):\n  %s\n%s", seed, len(out.violations), strings.Join(out.violations, "\n  "), s)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	t.Logf("%d schedules in %s (%.1f schedules/s), %d failed", len(seeds), elapsed.Round(time.Millisecond), float64(len(seeds))/elapsed.Seconds(), len(failed))
+	t.Logf("faults injected: %s", counts(faults))
+	t.Logf("invariants checked: %s", counts(checks))
+	slices.Sort(failed)
+	for _, seed := range failed {
+		shrunk := shrink(t, newSchedule(seed), *flagShrink)
+		t.Errorf("replay seed %d: go test ./chaos -run TestSchedules -chaos.seed=%d -chaos.n=1 -v\nshrunk schedule (still fails):\n%s", seed, seed, shrunk)
+	}
+	if path := os.Getenv("CHAOS_STATS"); path != "" {
+		_ = os.WriteFile(path, fmt.Appendf(nil, "schedules %d\nfailed %d\nelapsed %s\nfaults %s\nchecks %s\n",
+			len(seeds), len(failed), elapsed.Round(time.Millisecond), counts(faults), counts(checks)), 0o644)
+	}
+}
+
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%d ", k, m[k])
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// shrink drops steps, then faults, one at a time while the schedule still
+// fails, within budget re-runs. A schedule's timing is not deterministic,
+// so the result is a smaller schedule that failed once, not a proof.
+func shrink(t *testing.T, s schedule, budget int) schedule {
+	fails := func(c schedule) bool {
+		if budget <= 0 {
+			return false
+		}
+		budget--
+		return len(runSchedule(t, c).violations) > 0
+	}
+	for i := len(s.Steps) - 1; i >= 1 && budget > 0; i-- { // step 0 is the first acquire
+		c := s
+		c.Steps = slices.Delete(slices.Clone(s.Steps), i, i+1)
+		if fails(c) {
+			s = c
+		}
+	}
+	for i := len(s.Faults) - 1; i >= 0 && budget > 0; i-- {
+		c := s
+		c.Faults = slices.Delete(slices.Clone(s.Faults), i, i+1)
+		if fails(c) {
+			s = c
+		}
+	}
+	return s
+}
