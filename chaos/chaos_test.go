@@ -53,7 +53,11 @@ func runSeeds(t *testing.T, seeds []int64) {
 		wg.Go(func() {
 			defer func() { <-sem }()
 			s := newSchedule(seed)
+			t0 := time.Now()
 			out := runSchedule(t, s)
+			if testing.Verbose() {
+				t.Logf("seed %d: %d steps, %d faults, %s", seed, len(s.Steps), len(s.Faults), time.Since(t0).Round(time.Millisecond))
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			for k, v := range out.faults {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"os"
 	"testing"
 	"time"
 
@@ -39,8 +40,13 @@ func runSchedule(tb testing.TB, s schedule) outcome {
 	}
 	r.w = startWorker()
 	r.workers = append(r.workers, r.w)
+	trace := os.Getenv("CHAOS_TRACE") != ""
 	for _, st := range s.Steps {
+		t0 := time.Now()
 		r.step(st)
+		if trace {
+			tb.Logf("seed %d: %s took %s", s.Seed, st, time.Since(t0).Round(time.Millisecond))
+		}
 	}
 	out := outcome{faults: map[string]int{}}
 	for i, h := range handles {
@@ -61,7 +67,11 @@ func runSchedule(tb testing.TB, s schedule) outcome {
 	}
 	r.srv.ClearFaults()
 	r.checkTrees() // before the final cleanup deletes the sandboxes
+	t0 := time.Now()
 	r.cleanUp()
+	if trace {
+		tb.Logf("seed %d: cleanup took %s", s.Seed, time.Since(t0).Round(time.Millisecond))
+	}
 	r.checkAll()
 	for _, w := range r.workers {
 		if died := w.stop(); died != "" && !w.killed {

@@ -142,6 +142,20 @@ func (r *run) lease(slot int) *hostLease {
 	return r.leases[slot]
 }
 
+// held is the lease of slot, or else of another slot that has one: a host
+// acts on the leases it holds.
+func (r *run) held(slot int) (int, *hostLease) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range leaseSlots {
+		s := (slot + i) % leaseSlots
+		if r.leases[s] != nil {
+			return s, r.leases[s]
+		}
+	}
+	return slot, nil
+}
+
 func (r *run) setLease(slot int, l *hostLease) {
 	r.mu.Lock()
 	r.leases[slot] = l
@@ -172,16 +186,17 @@ func (r *run) do(st step) {
 		}
 		wg.Wait()
 	case opDiskFull:
-		if l := r.lease(st.Slot); l != nil {
+		if _, l := r.held(st.Slot); l != nil {
 			if used, err := r.srv.DiskUsage(l.ID); err == nil {
 				_ = r.srv.SetDiskAllocation(l.ID, used+2048)
 			}
 		}
 	default:
-		l := r.lease(st.Slot)
+		slot, l := r.held(st.Slot)
 		if l == nil {
 			return
 		}
+		st.Slot = slot
 		switch st.Op {
 		case opRealize:
 			_, _, _ = r.call("environmentRealizeWorkspace", r.base(l.Metadata, "lease", l.wire(), "workspace", map[string]any{}), sandboxCallTimeout)
@@ -242,14 +257,9 @@ func (r *run) acquire(slot int) {
 // envelope keeps the cleanup envelope of a -32002 answer for the host's
 // cleanup journal.
 func (r *run) envelope(err error) {
-	var re *rpcError
-	if !errors.As(err, &re) || re.Code != -32002 {
-		return
-	}
 	env := envelopeOf(err)
 	if env == nil {
-		r.violate("envelope", "a -32002 answer without an envelope: %s", re.Data)
-		return
+		return // a plain worker error (-32002 is also the default code)
 	}
 	r.mu.Lock()
 	r.envelopes = append(r.envelopes, env)

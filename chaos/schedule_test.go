@@ -120,10 +120,12 @@ func (f faultSpec) fault() daytonatest.Fault {
 	return df
 }
 
-// route is an emulator route with the fault kinds that make sense on it.
+// route is an emulator route with the fault kinds that make sense on it,
+// and how often it is drawn (roughly how often a lease's calls use it).
 type route struct {
 	method, tmpl string
 	kinds        []string
+	weight       int
 }
 
 var (
@@ -142,26 +144,26 @@ func kinds(sets ...[]string) []string {
 
 // routes are the Daytona routes a lease's calls use.
 var routes = []route{
-	{"POST", "/sandbox", kinds(replyFaults, performFaults)},
-	{"GET", "/sandbox/{sandboxIdOrName}", kinds(replyFaults, []string{"bodycut"})},
-	{"DELETE", "/sandbox/{sandboxIdOrName}", kinds(replyFaults, performFaults)},
-	{"POST", "/sandbox/{sandboxIdOrName}/start", kinds(replyFaults, performFaults, []string{"refusestart"})},
-	{"POST", "/sandbox/{sandboxIdOrName}/stop", kinds(replyFaults, performFaults)},
-	{"POST", "/sandbox/{sandboxIdOrName}/autostop/{interval}", replyFaults},
-	{"POST", "/sandbox/{sandboxIdOrName}/autodelete/{interval}", replyFaults},
-	{"GET", "/sandbox", kinds(replyFaults, []string{"listignores", "bodycut"})},
-	{"POST", "/process/execute", kinds(replyFaults, performFaults, []string{"bodycut"})},
-	{"POST", "/process/session", kinds(replyFaults, performFaults)},
-	{"POST", "/process/session/{sessionId}/exec", kinds(replyFaults, performFaults)},
-	{"GET", "/process/session/{sessionId}/command/{commandId}", kinds(replyFaults, []string{"bodycut"})},
-	{"GET", "/process/session/{sessionId}/command/{commandId}/logs", logFaults},
-	{"DELETE", "/process/session/{sessionId}", replyFaults},
-	{"POST", "/files/folder", kinds(replyFaults, performFaults)},
-	{"POST", "/files/bulk-upload", kinds(replyFaults, performFaults)},
-	{"POST", "/files/upload", kinds(replyFaults, performFaults)},
-	{"GET", "/files/download", kinds(replyFaults, []string{"bodycut"})},
-	{"POST", "/files/bulk-download", kinds(replyFaults, []string{"bodycut"})},
-	{"DELETE", "/files", replyFaults},
+	{"POST", "/sandbox", kinds(replyFaults, performFaults), 3},
+	{"GET", "/sandbox/{sandboxIdOrName}", kinds(replyFaults, []string{"bodycut"}), 5},
+	{"DELETE", "/sandbox/{sandboxIdOrName}", kinds(replyFaults, performFaults), 2},
+	{"POST", "/sandbox/{sandboxIdOrName}/start", kinds(replyFaults, performFaults, []string{"refusestart"}), 1},
+	{"POST", "/sandbox/{sandboxIdOrName}/stop", kinds(replyFaults, performFaults), 1},
+	{"POST", "/sandbox/{sandboxIdOrName}/autostop/{interval}", replyFaults, 1},
+	{"POST", "/sandbox/{sandboxIdOrName}/autodelete/{interval}", replyFaults, 1},
+	{"GET", "/sandbox", kinds(replyFaults, []string{"listignores", "bodycut"}), 1},
+	{"POST", "/process/execute", kinds(replyFaults, performFaults, []string{"bodycut"}), 5},
+	{"POST", "/process/session", kinds(replyFaults, performFaults), 1},
+	{"POST", "/process/session/{sessionId}/exec", kinds(replyFaults, performFaults), 2},
+	{"GET", "/process/session/{sessionId}/command/{commandId}", kinds(replyFaults, []string{"bodycut"}), 1},
+	{"GET", "/process/session/{sessionId}/command/{commandId}/logs", logFaults, 3},
+	{"DELETE", "/process/session/{sessionId}", replyFaults, 1},
+	{"POST", "/files/folder", kinds(replyFaults, performFaults), 1},
+	{"POST", "/files/bulk-upload", kinds(replyFaults, performFaults), 2},
+	{"POST", "/files/upload", kinds(replyFaults, performFaults), 1},
+	{"GET", "/files/download", kinds(replyFaults, []string{"bodycut"}), 1},
+	{"POST", "/files/bulk-download", kinds(replyFaults, []string{"bodycut"}), 1},
+	{"DELETE", "/files", replyFaults, 1},
 }
 
 // schedule is everything one seed decides.
@@ -231,9 +233,13 @@ func drawStep(r *rand.Rand, op string) step {
 func newSchedule(seed int64) schedule {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	s := schedule{Seed: seed, Reuse: r.IntN(2) == 0, TransitionDelay: []time.Duration{time.Millisecond, 5 * time.Millisecond, 40 * time.Millisecond}[r.IntN(3)]}
-	for range r.IntN(5) {
-		rt := routes[r.IntN(len(routes))]
-		f := faultSpec{Kind: rt.kinds[r.IntN(len(rt.kinds))], Method: rt.method, Route: rt.tmpl, Skip: r.IntN(12), Times: 1 + r.IntN(2)}
+	total := 0
+	for _, rt := range routes {
+		total += rt.weight
+	}
+	for range 1 + r.IntN(5) {
+		rt := drawRoute(r, total)
+		f := faultSpec{Kind: rt.kinds[r.IntN(len(rt.kinds))], Method: rt.method, Route: rt.tmpl, Skip: r.IntN(6), Times: 1 + r.IntN(3)}
 		switch f.Kind {
 		case "bodycut", "wsclose":
 			f.Bytes = r.IntN(300)
@@ -260,4 +266,16 @@ func newSchedule(seed int64) schedule {
 		s.Steps = append(s.Steps, st)
 	}
 	return s
+}
+
+// drawRoute picks a route by weight.
+func drawRoute(r *rand.Rand, total int) route {
+	n := r.IntN(total)
+	for _, rt := range routes {
+		if n < rt.weight {
+			return rt
+		}
+		n -= rt.weight
+	}
+	return routes[0]
 }
