@@ -159,7 +159,7 @@ func (r *run) checkReceipts() {
 
 // checkTrees: every synced tree, in the sandbox (while it exists) and on
 // the host, is one syncIn generation in full (files beyond that
-// generation's count may remain from an older one), or absent.
+// generation's count may remain from an older one), or empty, or absent.
 func (r *run) checkTrees() {
 	for id, gens := range r.gens {
 		sb, ok := r.srv.Sandbox(id)
@@ -189,6 +189,11 @@ func (r *run) checkTree(dir string, gens []generation, where string) {
 		if err == nil {
 			files[e.Name()] = b
 		}
+	}
+	if len(files) == 0 {
+		// A failed first sync may leave the (empty) target directory it
+		// made before extracting: no content of any generation, untouched.
+		return
 	}
 	for _, g := range gens {
 		whole := true
