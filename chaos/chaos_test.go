@@ -5,18 +5,29 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
+// The defaults come from CHAOS_N and CHAOS_SEED when set: scripts/test.sh
+// sets them for the whole `go test ./...` run (a flag would reach every
+// package), 200 schedules from a seed derived from the commit.
 var (
-	flagN        = flag.Int("chaos.n", 20, "number of fault schedules TestSchedules runs")
-	flagSeed     = flag.Int64("chaos.seed", 1, "seed of the first schedule; schedule i uses seed+i")
+	flagN        = flag.Int("chaos.n", envInt("CHAOS_N", 20), "number of fault schedules TestSchedules runs (default $CHAOS_N or 20)")
+	flagSeed     = flag.Int64("chaos.seed", int64(envInt("CHAOS_SEED", 1)), "seed of the first schedule; schedule i uses seed+i (default $CHAOS_SEED or 1)")
 	flagParallel = flag.Int("chaos.parallel", 8, "schedules run at once")
 	flagShrink   = flag.Int("chaos.shrink", 40, "re-runs spent shrinking a failing schedule (0: none)")
 )
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
 
 // regressionSeeds are schedules that once found a bug; they run every time.
 var regressionSeeds = []int64{
@@ -32,6 +43,7 @@ func TestSchedules(t *testing.T) {
 	for i := range seeds {
 		seeds[i] = *flagSeed + int64(i)
 	}
+	t.Logf("seeds %d..%d (replay one: go test ./chaos -run TestSchedules -chaos.seed=N -chaos.n=1 -v)", *flagSeed, *flagSeed+int64(*flagN)-1)
 	runSeeds(t, seeds)
 }
 

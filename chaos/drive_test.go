@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,10 +26,21 @@ type outcome struct {
 // runSchedule executes s against a fresh emulator and checks every
 // invariant. dir is scratch space for host-side trees.
 func runSchedule(tb testing.TB, s schedule) outcome {
-	env := testenv.New(tb, testenv.WithServer(daytonatest.WithTransitionDelay(s.TransitionDelay)))
+	// The emulator and the scratch trees live as long as the schedule, not
+	// the test: a long run holds one schedule's worth per slot at a time.
+	dir, err := os.MkdirTemp("", "chaos-")
+	if err != nil {
+		return outcome{violations: []string{"setup: " + err.Error()}}
+	}
+	defer os.RemoveAll(dir)
+	srv := daytonatest.New(daytonatest.WithDir(filepath.Join(dir, "daytona")), daytonatest.WithTransitionDelay(s.TransitionDelay))
+	defer srv.Close()
+	if _, err := srv.Start(""); err != nil {
+		return outcome{violations: []string{"setup: " + err.Error()}}
+	}
 	r := &run{
-		s: s, srv: env.Server, client: env.Client, dir: tb.TempDir(),
-		cfg: map[string]any{"apiKey": env.Server.APIKey(), "apiUrl": env.Server.URL(),
+		s: s, srv: srv, client: testenv.Client(tb, srv.URL(), srv.APIKey()), dir: filepath.Join(dir, "host"),
+		cfg: map[string]any{"apiKey": srv.APIKey(), "apiUrl": srv.URL(),
 			"timeoutMs": timeoutMs, "livenessTimeoutMs": livenessTimeoutMs, "reuseLease": s.Reuse},
 		inFlight: map[string]bool{}, killedRuns: map[string]bool{}, gens: map[string][]generation{},
 		hostTrees: map[string]string{}, remotes: map[string]string{}, checks: map[string]int{},

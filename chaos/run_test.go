@@ -37,7 +37,9 @@ type hostLease struct {
 	Metadata map[string]any
 }
 
-func (l hostLease) wire() map[string]any { return map[string]any{"providerLeaseId": l.ID, "metadata": l.Metadata} }
+func (l hostLease) wire() map[string]any {
+	return map[string]any{"providerLeaseId": l.ID, "metadata": l.Metadata}
+}
 
 // receipt is a teardown answer: proof that remote execution ended.
 type receipt struct {
