@@ -129,16 +129,24 @@ func (r *run) checkDeletions() {
 func (r *run) checkReceipts() {
 	trans := r.srv.Transitions()
 	dels := r.srv.Deletions()
+	byName := map[string]string{} // a cleanup envelope's receipt names the creation name
+	for _, d := range dels {
+		byName[d.Name] = d.Sandbox
+	}
 	for _, rc := range r.receipts {
+		id := rc.Sandbox
+		if byName[id] != "" {
+			id = byName[id]
+		}
 		last, known := "", false
 		for _, t := range trans {
-			if t.Sandbox == rc.Sandbox && !t.Time.After(rc.At) {
+			if t.Sandbox == id && !t.Time.After(rc.At) {
 				last, known = t.To, true
 			}
 		}
 		deleting := false
 		for _, d := range dels {
-			if d.Sandbox == rc.Sandbox && !d.Time.After(rc.At) {
+			if d.Sandbox == id && !d.Time.After(rc.At) {
 				deleting = true
 			}
 		}
