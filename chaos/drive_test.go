@@ -206,7 +206,17 @@ func (r *run) cleanUp() {
 			continue
 		}
 		for _, sb := range found {
-			if err := cleanup.DeleteAndWait(ctx, r.client.Sandboxes, sb.ID); err != nil {
+			// A sandbox the killed acquire left mid-transition answers 409
+			// to a delete: an operator's sweep waits for it to settle and
+			// tries again.
+			var err error
+			for range 5 {
+				_ = r.srv.Await(ctx, func() bool { info, ok := r.srv.Sandbox(sb.ID); return !ok || !info.Pending })
+				if err = cleanup.DeleteAndWait(ctx, r.client.Sandboxes, sb.ID); err == nil {
+					break
+				}
+			}
+			if err != nil {
 				r.violate("sweep", "%v", err)
 			}
 		}
