@@ -75,6 +75,7 @@ func runSeeds(t *testing.T, seeds []int64) {
 	var mu sync.Mutex
 	faults, checks := map[string]int{}, map[string]int{}
 	var failed []int64
+	done := 0
 	sem := make(chan struct{}, max(1, *flagParallel))
 	var wg sync.WaitGroup
 	for _, seed := range seeds {
@@ -95,6 +96,10 @@ func runSeeds(t *testing.T, seeds []int64) {
 			for k, v := range out.checks {
 				checks[k] += v
 			}
+			done++
+			if done%100 == 0 || done == len(seeds) {
+				writeStats(done, len(failed), time.Since(start), faults, checks)
+			}
 			if len(out.violations) > 0 {
 				failed = append(failed, seed)
 				t.Errorf("seed %d: %d violation(s):\n  %s\n%s", seed, len(out.violations), strings.Join(out.violations, "\n  "), s)
@@ -111,9 +116,15 @@ func runSeeds(t *testing.T, seeds []int64) {
 		shrunk := shrink(t, newSchedule(seed), *flagShrink)
 		t.Errorf("replay seed %d: go test ./chaos -run TestSchedules -chaos.seed=%d -chaos.n=1 -v\nshrunk schedule (still fails):\n%s", seed, seed, shrunk)
 	}
+	writeStats(len(seeds), len(failed), elapsed, faults, checks)
+}
+
+// writeStats writes the running totals to $CHAOS_STATS, if set: a long run
+// reports as it goes.
+func writeStats(done, failed int, elapsed time.Duration, faults, checks map[string]int) {
 	if path := os.Getenv("CHAOS_STATS"); path != "" {
 		_ = os.WriteFile(path, fmt.Appendf(nil, "schedules %d\nfailed %d\nelapsed %s\nfaults %s\nchecks %s\n",
-			len(seeds), len(failed), elapsed.Round(time.Millisecond), counts(faults), counts(checks)), 0o644)
+			done, failed, elapsed.Round(time.Millisecond), counts(faults), counts(checks)), 0o644)
 	}
 }
 
