@@ -53,6 +53,9 @@ func runSchedule(tb testing.TB, s schedule) outcome {
 	r.w = startWorker()
 	r.workers = append(r.workers, r.w)
 	trace := os.Getenv("CHAOS_TRACE") != ""
+	if trace {
+		r.logf = tb.Logf
+	}
 	for _, st := range s.Steps {
 		t0 := time.Now()
 		r.step(st)

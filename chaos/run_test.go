@@ -16,11 +16,14 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 )
 
-// Config of every schedule's environment: short budgets, so a hang the
-// worker's own bounds end costs seconds, not minutes.
+// Config of every schedule's environment: budgets far shorter than the
+// defaults, so a hang the worker's own bounds end costs seconds, not
+// minutes, yet long enough that a healthy acquire fits on a loaded 2-core
+// machine (at 4 s most acquires ran out of budget there and the schedules
+// tested little but failed acquires).
 const (
-	timeoutMs         = 4000
-	livenessTimeoutMs = 1500
+	timeoutMs         = 20000
+	livenessTimeoutMs = 5000
 	company           = "co-chaos"
 	environment       = "env-chaos"
 )
@@ -86,6 +89,7 @@ type run struct {
 	seq        int
 	violations []string
 	checks     map[string]int
+	logf       func(format string, a ...any) // CHAOS_TRACE: every call's error
 }
 
 func (r *run) violate(inv, format string, a ...any) {
@@ -135,6 +139,9 @@ func (r *run) call(method string, params any, timeout time.Duration) (json.RawMe
 		r.violate("answered-in-time", "%s not answered within its host timeout %s", method, timeout)
 	}
 	r.checked("answered-in-time", 1)
+	if err != nil && r.logf != nil {
+		r.logf("seed %d: %s: %v", r.s.Seed, method, err)
+	}
 	return res, logs, err
 }
 
@@ -248,6 +255,7 @@ func (r *run) acquire(slot int) {
 		return
 	}
 	hl := &hostLease{ID: *l.ProviderLeaseID, Metadata: l.Metadata}
+	r.checked("leases-acquired", 1) // not an invariant: how much the schedules exercised
 	r.mu.Lock()
 	if cwd, ok := l.Metadata["remoteCwd"].(string); ok {
 		r.remotes[hl.ID] = cwd
