@@ -42,6 +42,11 @@ stage "deadcode" deadcode
 # 600 lines a production file, one-paragraph package docs, and no citation
 # of documents outside the repository (lint_test.go, pkgdoc_test.go,
 # standalone_test.go).
+# The fault schedules (chaos/) run 200 schedules in CI, seeded from the
+# commit so a failure replays: the test prints each failing seed's command.
+CHAOS_SEED=$(( 16#$(git rev-parse --short=12 HEAD 2>/dev/null || echo 1) ))
+export CHAOS_SEED CHAOS_N=${CHAOS_N:-200}
+echo "== fault schedules: CHAOS_N=$CHAOS_N CHAOS_SEED=$CHAOS_SEED"
 stage "go test -race" go test -race -count=1 -timeout 20m ./...
 stage "interop with the real Paperclip host" bash interop/run.sh
 stage "the official Daytona SDK against the emulator" bash interop/sdk-access/run.sh

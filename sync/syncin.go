@@ -215,7 +215,7 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	} else {
 		b.WriteString("skip=0\n")
 	}
-	fmt.Fprintf(b, "rc=0\n[ \"$skip\" -eq 1 ] || tar -xf %s --delay-directory-restore --no-same-owner -C \"$t\" || rc=$?\nrm -f -- %s\n[ \"$rc\" -eq 0 ] || exit 43\n", shell.Quote(scratch), shell.Quote(scratch))
+	b.WriteString(extractWhole(scratch, scratchName(t.Root, "")))
 	var directBytes int64
 	byMode := map[fs.FileMode][]string{}
 	for i, name := range names {
@@ -243,6 +243,29 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 		return 0, 0, nil, err
 	}
 	return pk.files + int64(len(names)), cw.n + directBytes, nil, nil
+}
+
+// extractWhole extracts the archive at scratch into the target "$t"
+// unless $skip is 1, and removes scratch. The archive is first extracted
+// into a private staging directory (a reserved name) and that copy is
+// removed again: only an archive that extracted in full there is extracted
+// into the target, so a full disk (or a file size limit) fails the sync
+// with the target untouched instead of leaving old files next to truncated
+// new ones. The cost is that archive members (files under the direct-upload
+// threshold) are written twice; the second write reuses the space the
+// staging copy freed.
+func extractWhole(scratch, staging string) string {
+	x := "tar -xf " + shell.Quote(scratch) + " --delay-directory-restore --no-same-owner -C "
+	s := shell.Quote(staging)
+	return `rc=0
+if [ "$skip" -ne 1 ]; then
+  mkdir -m 700 -- ` + s + ` && ` + x + s + ` || rc=$?
+  chmod -R u+w -- ` + s + ` 2>/dev/null; rm -rf -- ` + s + `
+  [ "$rc" -ne 0 ] || ` + x + `"$t" || rc=$?
+fi
+rm -f -- ` + shell.Quote(scratch) + `
+[ "$rc" -eq 0 ] || exit 43
+`
 }
 
 // skipIfIdentical sets $skip to 1 when the archive at scratch would change

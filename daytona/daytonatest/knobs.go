@@ -281,7 +281,9 @@ func (s *Server) SetError(idOrName, reason string, recoverable bool) error {
 	}
 	sb.gen++
 	sb.pending = false
+	from := sb.state
 	sb.state = StateError
+	s.recordStateLocked(sb, from)
 	sb.errorReason = reason
 	sb.recoverable = recoverable
 	sb.updatedAt = time.Now()

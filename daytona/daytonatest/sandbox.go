@@ -174,7 +174,9 @@ func (s *Server) newSandboxLocked(name, user string) (*sandbox, error) {
 func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...string) {
 	sb.gen++
 	gen := sb.gen
+	from := sb.state
 	sb.state = first
+	s.recordStateLocked(sb, from)
 	sb.desired = desired
 	sb.pending = len(rest) > 0
 	sb.updatedAt = time.Now()
@@ -211,7 +213,9 @@ func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...st
 			// s.mu held here.
 			last := i == len(rest)-1
 			if next == StateStarted && sb.containerLost {
+				from := sb.state
 				sb.state = StateError
+				s.recordStateLocked(sb, from)
 				sb.errorReason = MissingContainerReason(sb.id)
 				sb.recoverable = false
 				sb.pending = false
@@ -228,7 +232,9 @@ func (s *Server) transitionLocked(sb *sandbox, desired, first string, rest ...st
 				_ = os.RemoveAll(filepath.Join(s.stateDir, sb.id))
 				s.mu.Lock()
 			}
+			from := sb.state
 			sb.state = next
+			s.recordStateLocked(sb, from)
 			sb.updatedAt = time.Now()
 			sb.lastActivity = sb.updatedAt
 			if last {
@@ -253,6 +259,7 @@ func (s *Server) beginStopLocked(sb *sandbox) {
 // beginDeleteLocked renames the record, freeing the name at once (docs/daytona.md#delete).
 func (s *Server) beginDeleteLocked(sb *sandbox) {
 	if !strings.HasPrefix(sb.name, "DESTROYED_") {
+		s.recordDeletionLocked(sb)
 		sb.name = fmt.Sprintf("DESTROYED_%s_%d", sb.name, time.Now().UnixMilli())
 	}
 	sb.desired = StateDestroyed

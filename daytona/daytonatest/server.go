@@ -104,6 +104,7 @@ type Server struct {
 	// (ResetRequests, the log's bound), for SimRequestsPath's since.
 	requestsGone int
 	dispatch     []Dispatch
+	history      history     // transitions and deletions (history.go)
 	access       accessState // SSH access tokens and snapshots (access.go, snapshots.go)
 	closed       bool
 
