@@ -33,6 +33,9 @@ type session struct {
 	dir   string
 	token []byte
 
+	// scripts is dir as the shell names it (sandbox.sessionScripts).
+	scripts string
+
 	cmd    *osexec.Cmd
 	script io.WriteCloser
 	inputW *os.File
@@ -134,6 +137,14 @@ func (s *Server) startSession(sb *sandbox, id string) (*session, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
+	cmd, err := sb.command([]string{bashBinary(), "--noprofile", "--norc"}, sb.home, sb.baseEnv(nil), false)
+	if err != nil {
+		return nil, err
+	}
+	scripts, dirFiles, err := sb.sessionScripts(dir)
+	if err != nil {
+		return nil, err
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -146,26 +157,27 @@ func (s *Server) startSession(sb *sandbox, id string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := osexec.Command(bashBinary(), "--noprofile", "--norc")
-	cmd.Dir = sb.home
-	cmd.Env = sb.baseEnv(nil)
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	// fd 3: the stdin of async commands (POST …/input writes here).
-	cmd.ExtraFiles = []*os.File{inR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// fd 3: the stdin of async commands (POST …/input writes here); fd 4,
+	// in a namespace, the session's dir (sessionScripts).
+	cmd.ExtraFiles = append([]*os.File{inR}, dirFiles...)
 	script, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	for _, f := range dirFiles {
+		_ = f.Close()
+	}
+	if err != nil {
 		return nil, err
 	}
 	outW.Close()
 	errW.Close()
 	inR.Close()
 	ss := &session{
-		s: s, sb: sb, id: id, dir: dir, cmd: cmd, script: script, inputW: inW, outR: outR, errR: errR,
+		s: s, sb: sb, id: id, dir: dir, scripts: scripts, cmd: cmd, script: script, inputW: inW, outR: outR, errR: errR,
 		token: []byte("__DAYTONATEST_" + randHex(12) + "__"), commands: map[string]*command{},
 		exited: make(chan struct{}),
 	}
@@ -341,7 +353,8 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 	}
 	cm.logPath = filepath.Join(ss.dir, cm.id+".log")
 	scriptPath := filepath.Join(ss.dir, cm.id+".sh")
-	if err := os.WriteFile(scriptPath, []byte(text+"\n"), 0o600); err != nil {
+	// Readable by the sandbox user, who owns the (0700) dir.
+	if err := os.WriteFile(scriptPath, []byte(text+"\n"), 0o644); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(cm.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -355,7 +368,7 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 	}
 	tok := string(ss.token)
 	line := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; source %s %s; printf '%%s:%%s:%%s\\n' %s %s \"$?\"; printf '%%s:%%s\\n' %s %s >&2\n",
-		ss.sb.fsizeBlocks(), shell.Quote(scriptPath), stdin, shell.Quote(tok), shell.Quote(cm.id), shell.Quote(tok), shell.Quote(cm.id))
+		ss.sb.fsizeBlocks(), shell.Quote(ss.scripts+"/"+cm.id+".sh"), stdin, shell.Quote(tok), shell.Quote(cm.id), shell.Quote(tok), shell.Quote(cm.id))
 	if _, err := io.WriteString(ss.script, line); err != nil {
 		_ = f.Close()
 		return nil, errors.New("session process has exited")
