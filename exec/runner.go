@@ -87,9 +87,6 @@ type Options struct {
 	// OutputCap is the per-stream result cap in host characters
 	// (default DefaultOutputCap).
 	OutputCap int64
-	// StdinDir is the sandbox directory for stdin files (default "/tmp",
-	// as the reference: /tmp/paperclip-stdin-<uuid>).
-	StdinDir string
 	// Logger receives teardown failures (default: discarded).
 	Logger *slog.Logger
 }
@@ -108,7 +105,7 @@ var (
 	maxStreamAttempts = 2 // the first connection and one reconnect
 	sessionIDPrefix   = "paperclip-"
 	stdinFilePrefix   = "paperclip-stdin-"
-	defaultStdinDir   = "/tmp"
+	stdinDir          = "/tmp" // stdin files are staged as /tmp/paperclip-stdin-<uuid>, as the reference does
 	discardLogger     = slog.New(slog.DiscardHandler)
 )
 
@@ -117,10 +114,9 @@ var (
 // (opened once, single-flight), sessions retired after a timeout, and the
 // cancellation tombstone.
 type Runner struct {
-	clock    Clock
-	cap      int64
-	stdinDir string
-	log      *slog.Logger
+	clock Clock
+	cap   int64
+	log   *slog.Logger
 
 	mu     stdsync.Mutex
 	leases map[string]*lease
@@ -128,16 +124,13 @@ type Runner struct {
 
 // NewRunner returns a Runner.
 func NewRunner(o Options) *Runner {
-	r := &Runner{clock: o.Clock, cap: o.OutputCap, stdinDir: o.StdinDir, log: o.Logger,
+	r := &Runner{clock: o.Clock, cap: o.OutputCap, log: o.Logger,
 		leases: map[string]*lease{}}
 	if r.clock == nil {
 		r.clock = RealClock{}
 	}
 	if r.cap <= 0 {
 		r.cap = DefaultOutputCap
-	}
-	if r.stdinDir == "" {
-		r.stdinDir = defaultStdinDir
 	}
 	if r.log == nil {
 		r.log = discardLogger
@@ -494,7 +487,7 @@ func (r *Runner) Execute(ctx context.Context, t Target, req Request, sink Sink) 
 
 	stdinPath := ""
 	if req.Stdin != nil {
-		stdinPath = path.Join(r.stdinDir, stdinFilePrefix+uuid.NewString())
+		stdinPath = path.Join(stdinDir, stdinFilePrefix+uuid.NewString())
 		// Removed whatever happens, even after a failed or partial upload.
 		defer func() {
 			dctx, cancel := withBound(context.WithoutCancel(ctx), r.clock, cleanupBound, context.DeadlineExceeded)
