@@ -95,7 +95,7 @@ func (e *env) noScratchLeft(t testing.TB, hostDirs ...string) {
 // scratchLeft lists reserved scratch names left directly under the root.
 func (e *env) scratchLeft(t testing.TB) []string {
 	t.Helper()
-	ents, err := os.ReadDir(e.root)
+	ents, err := os.ReadDir(e.hostRoot)
 	require.NoError(t, err)
 	var left []string
 	for _, en := range ents {

@@ -29,9 +29,9 @@ const (
 	IsolationUserNS Isolation = "userns"
 )
 
-// IsolationEnv overrides the isolation of every Server that was not given
-// WithIsolation (values: auto, off, userns), so a whole `go test` run or a
-// daytona-sim can be forced onto the host layout.
+// IsolationEnv overrides the isolation of every Server that was given
+// none or IsolationAuto (values: auto, off, userns), so a whole `go test`
+// run or a daytona-sim can be forced onto the host layout.
 const IsolationEnv = "DAYTONATEST_ISOLATION"
 
 // Sandbox user and layout inside the namespace, as on Daytona.
@@ -41,8 +41,8 @@ const (
 	sandboxTmp = "/tmp"
 )
 
-// WithIsolation sets how sandbox processes are isolated (default: the
-// IsolationEnv variable, else IsolationAuto).
+// WithIsolation sets how sandbox processes are isolated (default
+// IsolationAuto; the IsolationEnv variable overrides auto).
 func WithIsolation(i Isolation) Option { return func(c *config) { c.isolation = i } }
 
 // method is how the sandboxes of one server run their processes.
@@ -57,8 +57,8 @@ const (
 // isolationFor decides the method for a server and the reason when it is
 // the host layout.
 func isolationFor(want Isolation) (method, string) {
-	if want == "" {
-		want = Isolation(strings.TrimSpace(os.Getenv(IsolationEnv)))
+	if env := strings.TrimSpace(os.Getenv(IsolationEnv)); env != "" && (want == "" || want == IsolationAuto) {
+		want = Isolation(env)
 	}
 	switch want {
 	case IsolationOff:
@@ -153,6 +153,78 @@ func (v *pathView) isMountRoot(host string) bool {
 		}
 	}
 	return false
+}
+
+// maxSymlinks bounds symlink hops in one resolve, as the kernel's ELOOP.
+const maxSymlinks = 40
+
+// resolve maps a toolbox path (absolute, or relative to the work dir) to a
+// host path inside the sandbox tree. The path is walked as the sandbox's
+// processes would see it (pathView): every existing component is
+// resolved through symlinks, absolute targets meaning sandbox paths, and
+// must stay inside the sandbox's mounts; with followFinal false the last
+// component itself may be a symlink (delete, move, lstat).
+func (sb *sandbox) resolve(p string, followFinal bool) (string, error) {
+	if p == "" {
+		p = "."
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(sb.home, p)
+	}
+	comps := splitPath(filepath.Clean(p))
+	cur, hops := "/", 0
+	for i := 0; i < len(comps); i++ {
+		next := filepath.Join(cur, comps[i])
+		host, ok := sb.view.hostOf(next)
+		if !ok {
+			if sb.view.aboveMount(next) {
+				cur = next
+				continue
+			}
+			return "", errEscape
+		}
+		fi, err := os.Lstat(host)
+		if err != nil {
+			// Missing: the rest is taken literally.
+			host, ok = sb.view.hostOf(filepath.Join(append([]string{next}, comps[i+1:]...)...))
+			if !ok {
+				return "", errEscape
+			}
+			return host, nil
+		}
+		if fi.Mode()&os.ModeSymlink == 0 || (i == len(comps)-1 && !followFinal) {
+			cur = next
+			continue
+		}
+		if hops++; hops > maxSymlinks {
+			return "", &os.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
+		}
+		target, err := os.Readlink(host)
+		if err != nil {
+			return "", err
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(cur, target)
+		}
+		comps = splitPath(filepath.Clean(filepath.Join(append([]string{target}, comps[i+1:]...)...)))
+		cur, i = "/", -1
+	}
+	host, ok := sb.view.hostOf(cur)
+	if !ok {
+		return "", errEscape
+	}
+	return host, nil
+}
+
+// splitPath splits a clean absolute path into its components.
+func splitPath(p string) []string {
+	var out []string
+	for _, c := range strings.Split(p, "/") {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // setupTree creates the sandbox's host tree: <root>/home/<user> (the home

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
 // isolatedTC is a test client whose sandboxes run in a namespace by
@@ -201,4 +202,31 @@ func TestToolboxFilesBelongToSandboxUser(t *testing.T) {
 		uid, gid := ownerOf(t, info.HostPath(p))
 		assert.Equal(t, [2]uint32{1000, 1000}, [2]uint32{uid, gid}, p)
 	}
+}
+
+// As a non-root user (the suite reruns this test as nobody when it runs
+// as root) the emulator gives sandboxes Daytona's layout through an
+// unprivileged user namespace where the host allows one; where it does
+// not, commands run on the host layout as that user and the emulator
+// says why.
+func TestSandboxLayoutAsNonRootUser(t *testing.T) {
+	if testenv.RunAsNonRoot(t) {
+		return
+	}
+	c := newTC(t, daytonatest.WithIsolation(daytonatest.IsolationAuto))
+	sb := c.create(nil)
+	ok, why := c.srv.Isolated()
+	code, out := c.oneShot(sb.ID, whoami)
+	require.Equal(t, 0, code, out)
+	if !ok {
+		require.NotEmpty(t, why)
+		assert.Equal(t, fmt.Sprintf("R:%d:%d:", os.Getuid(), os.Getgid()), out[:len(fmt.Sprintf("R:%d:%d:", os.Getuid(), os.Getgid()))])
+		t.Logf("host layout: %s", why)
+		return
+	}
+	assert.Equal(t, wantWhoami+"\n", out)
+	c.session(sb.ID, "s")
+	r := c.exec(sb.ID, "s", whoami+"; touch /tmp/mine && stat -c %u:%g /tmp/mine", false)
+	assert.Equal(t, wantWhoami+"\n1000:1000\n", *r.Stdout)
+	assert.Contains(t, c.inPTY(t, sb.ID, whoami), wantWhoami)
 }
