@@ -1,30 +1,16 @@
 package daytonatest
 
 import (
-	"bytes"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// lockedWriter is a bytes.Buffer safe for the note's writer.
-type lockedWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
 // withNote routes the fallback note to a fresh once and buffer.
-func withNote(t *testing.T) *lockedWriter {
-	w := &lockedWriter{}
+func withNote(t *testing.T) *lockedBuffer {
+	w := &lockedBuffer{}
 	noteMu.Lock()
 	old := note
 	note = &fallbackNote{w: w}
@@ -57,8 +43,8 @@ func TestIsolationOffFallsBackAndSaysSoOnce(t *testing.T) {
 			s.Close()
 		}
 	}
-	lines := strings.Split(strings.TrimSuffix(w.b.String(), "\n"), "\n")
-	require.Len(t, lines, 1, w.b.String())
+	lines := strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n")
+	require.Len(t, lines, 1, w.String())
 	assert.Contains(t, lines[0], "daytonatest: sandboxes use the host layout")
 	assert.Contains(t, lines[0], "DAYTONATEST_ISOLATION=off")
 }
@@ -71,5 +57,5 @@ func TestIsolationUnknownFallsBack(t *testing.T) {
 	ok, why := s.Isolated()
 	assert.False(t, ok)
 	assert.Contains(t, why, `unknown isolation "chroot"`)
-	assert.Contains(t, w.b.String(), `unknown isolation "chroot"`)
+	assert.Contains(t, w.String(), `unknown isolation "chroot"`)
 }
