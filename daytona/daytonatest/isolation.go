@@ -334,6 +334,11 @@ func (v *pathView) hostID(name, user string, ours int) (int, bool) {
 // the same namespace, user and paths as the file APIs.
 func (sb *sandbox) command(argv []string, dir string, env []string, tty bool) (*osexec.Cmd, error) {
 	hostDir, err := sb.resolve(dir, true)
+	if errors.Is(err, errEscape) {
+		// Outside the sandbox's own dirs (e.g. /etc): there the sandbox
+		// sees the host's, and may start a command as on Daytona.
+		hostDir, err = dir, nil
+	}
 	if err == nil {
 		var fi os.FileInfo
 		if fi, err = os.Stat(hostDir); err == nil && !fi.IsDir() {
@@ -357,9 +362,6 @@ func pathErrno(err error) error {
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		return pe.Err
-	}
-	if errors.Is(err, errEscape) {
-		return syscall.EACCES
 	}
 	return err
 }

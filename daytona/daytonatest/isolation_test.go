@@ -230,3 +230,20 @@ func TestSandboxLayoutAsNonRootUser(t *testing.T) {
 	assert.Equal(t, wantWhoami+"\n1000:1000\n", *r.Stdout)
 	assert.Contains(t, c.inPTY(t, sb.ID, whoami), wantWhoami)
 }
+
+// A command may start anywhere the sandbox sees, its own dirs or the
+// host's system dirs (as in a container), and a missing work dir is the
+// usual chdir error.
+func TestSandboxCommandCwd(t *testing.T) {
+	eachIsolation(t, func(t *testing.T, _ daytonatest.Isolation, c *tc) {
+		sb := c.create(nil)
+		for cwd, want := range map[string]string{"/etc": "/etc", "/tmp": "/tmp", "sub/..": "/home/daytona"} {
+			st, b := c.tb(sb.ID, "POST", "/process/execute", map[string]any{"command": "pwd", "cwd": cwd})
+			require.Equal(t, 200, st)
+			assert.JSONEq(t, `{"exitCode":0,"result":"`+want+`\n"}`, string(b), cwd)
+		}
+		st, b := c.tb(sb.ID, "POST", "/process/execute", map[string]any{"command": "pwd", "cwd": "/home/daytona/missing"})
+		require.Equal(t, 200, st)
+		assert.JSONEq(t, `{"exitCode":-1,"result":"chdir /home/daytona/missing: no such file or directory"}`, string(b))
+	})
+}
