@@ -105,7 +105,7 @@ var (
 	maxStreamAttempts = 2 // the first connection and one reconnect
 	sessionIDPrefix   = "paperclip-"
 	stdinFilePrefix   = "paperclip-stdin-"
-	stdinDir          = "/tmp" // stdin files are staged as /tmp/paperclip-stdin-<uuid>, as the reference does
+	defaultStdinDir   = "/tmp" // stdin files are /tmp/paperclip-stdin-<uuid>, as the reference stages them
 	discardLogger     = slog.New(slog.DiscardHandler)
 )
 
@@ -114,9 +114,10 @@ var (
 // (opened once, single-flight), sessions retired after a timeout, and the
 // cancellation tombstone.
 type Runner struct {
-	clock Clock
-	cap   int64
-	log   *slog.Logger
+	clock    Clock
+	cap      int64
+	stdinDir string
+	log      *slog.Logger
 
 	mu     stdsync.Mutex
 	leases map[string]*lease
@@ -124,7 +125,7 @@ type Runner struct {
 
 // NewRunner returns a Runner.
 func NewRunner(o Options) *Runner {
-	r := &Runner{clock: o.Clock, cap: o.OutputCap, log: o.Logger,
+	r := &Runner{clock: o.Clock, cap: o.OutputCap, stdinDir: defaultStdinDir, log: o.Logger,
 		leases: map[string]*lease{}}
 	if r.clock == nil {
 		r.clock = RealClock{}
@@ -487,7 +488,7 @@ func (r *Runner) Execute(ctx context.Context, t Target, req Request, sink Sink) 
 
 	stdinPath := ""
 	if req.Stdin != nil {
-		stdinPath = path.Join(stdinDir, stdinFilePrefix+uuid.NewString())
+		stdinPath = path.Join(r.stdinDir, stdinFilePrefix+uuid.NewString())
 		// Removed whatever happens, even after a failed or partial upload.
 		defer func() {
 			dctx, cancel := withBound(context.WithoutCancel(ctx), r.clock, cleanupBound, context.DeadlineExceeded)
