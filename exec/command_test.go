@@ -236,9 +236,10 @@ func TestOneShotCombinedOutput(t *testing.T) {
 	id := tag()
 	rec := newRecorder()
 	res, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{
-		Command: "bash", Args: []string{"-c", "echo out; echo err >&2; exit 4", id}, BypassSession: true, Timeout: time.Second,
+		Command: "bash", Args: []string{"-c", "echo out; echo err >&2; exit 4", id}, BypassSession: true, Timeout: time.Hour,
 	}, rec.sink)
 	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode, "%+v", res)
 	assert.Equal(t, 4, *res.ExitCode)
 	assert.Equal(t, "out\nerr\n", res.Stdout)
 	assert.Equal(t, "", res.Stderr)
