@@ -46,6 +46,16 @@ func stdinFiles(t *testing.T, e *env) []string {
 	return m
 }
 
+// needSandboxTmp skips a test that stages stdin in /tmp when the emulator
+// fell back to the host layout, where /tmp is the host's and outside the
+// sandbox's file APIs.
+func needSandboxTmp(t *testing.T, e *env) {
+	t.Helper()
+	if ok, why := e.srv.Isolated(); !ok {
+		t.Skip("the sandbox has no /tmp of its own: " + why)
+	}
+}
+
 func TestStdinOfSeveralMiB(t *testing.T) {
 	payload := make([]byte, 6<<20)
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -58,6 +68,7 @@ func TestStdinOfSeveralMiB(t *testing.T) {
 	want := hex.EncodeToString(sum[:]) + "  -\n"
 	onBothPaths(t, func(t *testing.T, bypass bool) {
 		e := newEnv(t)
+		needSandboxTmp(t, e)
 		id := tag()
 		rec := newRecorder()
 		res, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{
@@ -76,6 +87,7 @@ func TestStdinOfSeveralMiB(t *testing.T) {
 
 func TestStdinFileRemovedWhenTheCommandFails(t *testing.T) {
 	e := newEnv(t)
+	needSandboxTmp(t, e)
 	in := "x"
 	e.srv.Inject(daytonatest.Fault{Route: rExec, Status: 500, Times: 1})
 	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "cat", Stdin: &in}, nil)
@@ -157,9 +169,10 @@ func TestLargeOutputMemoryStaysBounded(t *testing.T) {
 
 func TestEnvCwdProfileAndGitDefaults(t *testing.T) {
 	e := newEnv(t)
-	require.NoError(t, os.WriteFile(filepath.Join(e.info.HomeDir, ".profile"), []byte("export FROM_PROFILE=profile-ok\n"), 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(e.info.HomeDir, ".bashrc"), []byte("export FROM_BASHRC=bashrc-ok\necho noisy\n"), 0o600))
-	require.NoError(t, os.Mkdir(filepath.Join(e.info.HomeDir, "sub dir"), 0o700))
+	require.NoError(t, e.info.WriteFile(".profile", []byte("export FROM_PROFILE=profile-ok\n"), 0o600))
+	require.NoError(t, e.info.WriteFile(".bashrc", []byte("export FROM_BASHRC=bashrc-ok\necho noisy\n"), 0o600))
+	require.NoError(t, os.Mkdir(e.info.HostPath("sub dir"), 0o700))
+	require.NoError(t, e.info.Own(e.info.HostPath("sub dir")))
 	for _, bypass := range []bool{false, true} {
 		res, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{
 			Command: "bash", Args: []string{"-c", `pwd; echo "$FROM_PROFILE $FROM_BASHRC $GIT_TERMINAL_PROMPT $GCM_INTERACTIVE $GIT_ASKPASS $SSH_ASKPASS $SSH_ASKPASS_REQUIRE"; echo "$FOO"; echo "$GIT_ASKPASS_X"`},
@@ -223,9 +236,10 @@ func TestOneShotCombinedOutput(t *testing.T) {
 	id := tag()
 	rec := newRecorder()
 	res, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{
-		Command: "bash", Args: []string{"-c", "echo out; echo err >&2; exit 4", id}, BypassSession: true, Timeout: time.Second,
+		Command: "bash", Args: []string{"-c", "echo out; echo err >&2; exit 4", id}, BypassSession: true, Timeout: time.Hour,
 	}, rec.sink)
 	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode, "%+v", res)
 	assert.Equal(t, 4, *res.ExitCode)
 	assert.Equal(t, "out\nerr\n", res.Stdout)
 	assert.Equal(t, "", res.Stderr)

@@ -2,8 +2,6 @@ package exec_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -52,7 +50,7 @@ func TestSessionOutputIsByteExact(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
 			for name, text := range c.files {
-				require.NoError(t, os.WriteFile(filepath.Join(e.info.HomeDir, name), []byte(text), 0o600))
+				require.NoError(t, e.info.WriteFile(name, []byte(text), 0o600))
 			}
 			rec := newRecorder()
 			id := tag()

@@ -3,7 +3,6 @@ package exec_test
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -68,7 +67,7 @@ func newEnv(t testing.TB, opts ...envOpt) *env {
 	// No client retries: a fault a test injects reaches the runner as is.
 	te := testenv.New(t, testenv.WithClient(daytona.WithRetryPolicy(daytona.RetryPolicy{MaxRetries: -1})))
 	sb := te.StartSandbox(t, nil)
-	o := cmdexec.Options{StdinDir: filepath.Join(sb.Info.Root, "tmp")}
+	var o cmdexec.Options
 	for _, f := range opts {
 		f(&o)
 	}
@@ -197,8 +196,9 @@ type gate struct {
 
 func (e *env) newGate() *gate {
 	name := "gate-" + uuid.NewString()[:8]
-	p := filepath.Join(e.info.HomeDir, name)
+	p := e.info.HostPath(name)
 	require.NoError(e.t, syscall.Mkfifo(p, 0o600))
+	require.NoError(e.t, e.info.Own(p))
 	return &gate{path: p, name: name}
 }
 

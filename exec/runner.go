@@ -87,9 +87,6 @@ type Options struct {
 	// OutputCap is the per-stream result cap in host characters
 	// (default DefaultOutputCap).
 	OutputCap int64
-	// StdinDir is the sandbox directory for stdin files (default "/tmp",
-	// as the reference: /tmp/paperclip-stdin-<uuid>).
-	StdinDir string
 	// Logger receives teardown failures (default: discarded).
 	Logger *slog.Logger
 	// FollowFirstBelow: a dispatch answered within this long means a
@@ -113,7 +110,7 @@ var (
 	maxStreamAttempts = 2 // the first connection and one reconnect
 	sessionIDPrefix   = "paperclip-"
 	stdinFilePrefix   = "paperclip-stdin-"
-	defaultStdinDir   = "/tmp"
+	defaultStdinDir   = "/tmp" // stdin files are /tmp/paperclip-stdin-<uuid>, as the reference stages them
 	discardLogger     = slog.New(slog.DiscardHandler)
 )
 
@@ -135,16 +132,13 @@ type Runner struct {
 
 // NewRunner returns a Runner.
 func NewRunner(o Options) *Runner {
-	r := &Runner{clock: o.Clock, cap: o.OutputCap, stdinDir: o.StdinDir, log: o.Logger,
+	r := &Runner{clock: o.Clock, cap: o.OutputCap, stdinDir: defaultStdinDir, log: o.Logger,
 		followFirst: o.FollowFirstBelow, leases: map[string]*lease{}}
 	if r.clock == nil {
 		r.clock = RealClock{}
 	}
 	if r.cap <= 0 {
 		r.cap = DefaultOutputCap
-	}
-	if r.stdinDir == "" {
-		r.stdinDir = defaultStdinDir
 	}
 	if r.log == nil {
 		r.log = discardLogger

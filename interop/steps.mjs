@@ -268,7 +268,7 @@ export const steps = [
     skip: (ctx) => (ctx.state.lease ? undefined : "no lease"),
     // The command keeps running after its output until the host has seen a
     // live chunk (it then creates the gate file in the emulated sandbox's
-    // work dir, a host path), so the check does not depend on whether the
+    // work dir, through its host path), so the check does not depend on whether the
     // worker's first read comes before or after the exit: output of a
     // command that already ended goes to the result only. With no live chunk
     // the command gives up after 60 s and the check fails.
@@ -278,7 +278,7 @@ export const steps = [
     timeoutMs: (ctx) => executeRpc(120_000, ctx.state.leaseConfig),
     logSink: true,
     onLog(ctx) {
-      if (ctx.logChunks.length === 1) fs.writeFileSync(path.join(ctx.state.lease.metadata.remoteCwd, ".interop-live-seen"), "");
+      if (ctx.logChunks.length === 1) fs.writeFileSync(simHostPath(ctx, path.join(ctx.state.lease.metadata.remoteCwd, ".interop-live-seen")), "");
     },
     check(result, ctx) {
       if (result?.exitCode !== 7 || result?.timedOut !== false) return `exitCode ${result?.exitCode} timedOut ${result?.timedOut}`;
@@ -516,3 +516,13 @@ export const steps = [
     },
   }),
 ];
+
+// simHostPath maps path p of the lease's emulated sandbox to where
+// daytona-sim keeps it on the host: in its Daytona layout the sandbox's
+// /home and /tmp live under <dir>/<sandboxId>/ (docs/emulator.md#sandbox-layout);
+// on its host layout the two are the same path.
+function simHostPath(ctx, p) {
+  const dir = ctx.sim?.dir;
+  if (!dir || p === dir || p.startsWith(dir + "/")) return p;
+  return path.join(dir, ctx.state.lease.providerLeaseId, p);
+}

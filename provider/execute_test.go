@@ -134,6 +134,28 @@ func TestCancelActiveWorkEndsInFlightExecutes(t *testing.T) {
 	require.Equal(t, "stopped", e.state(*l.ProviderLeaseID))
 }
 
+// The worker's commands meet Daytona's layout in the emulator: they run as
+// uid 1000 with HOME=/home/daytona in the lease's remote cwd under it, and
+// stdin staged in /tmp/paperclip-stdin-* reaches the command, on the
+// session path and one-shot.
+func TestExecuteInDaytonasLayout(t *testing.T) {
+	e := newTestEnv(t, nil)
+	if ok, why := e.srv.Isolated(); !ok {
+		t.Skip("no sandbox namespace here: " + why)
+	}
+	l := e.acquire(nil)
+	require.Equal(t, "/home/daytona/paperclip-workspace", l.Metadata["remoteCwd"])
+	for _, oneShot := range []bool{false, true} {
+		r, err := e.execute(l, "bash", []string{"-c", `id -u; echo "$HOME"; pwd; cat; ls /tmp`}, "stdin", "piped\n", "bypassSession", oneShot)
+		require.NoError(t, err, "one-shot %v", oneShot)
+		require.Equal(t, 0, *r.ExitCode, r.Stderr)
+		head, tmp, _ := strings.Cut(r.Stdout, "piped\n")
+		require.Equal(t, "1000\n/home/daytona\n/home/daytona/paperclip-workspace\n", head, "one-shot %v", oneShot)
+		require.Regexp(t, `^paperclip-stdin-[0-9a-f-]{36}\n$`, tmp, "the sandbox's own /tmp holds only the stdin file")
+	}
+	require.Equal(t, 2, e.srv.CountRequests("DELETE", "/files"), "each stdin file removed")
+}
+
 func TestSyncRoundTripThroughTheLease(t *testing.T) {
 	e := newTestEnv(t, nil)
 	l := e.acquire(nil)
@@ -160,7 +182,7 @@ func TestSyncRoundTripThroughTheLease(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "hello", string(b))
 	require.DirExists(t, filepath.Join(out, "a", "empty"))
-	require.FileExists(t, filepath.Join(l.Metadata["remoteCwd"].(string), "synced-marker"), "post-upload command ran in the sync root")
+	require.FileExists(t, e.hostPath(l, l.Metadata["remoteCwd"].(string)+"/synced-marker"), "post-upload command ran in the sync root")
 
 	_, err = e.call("environmentSyncIn", with(e.base(l.Metadata), "lease", l, "operations", []any{}, "minimumTimeoutMs", 1800001))
 	require.ErrorContains(t, err, "minimumTimeoutMs must be a positive whole number no greater than 1800000.")

@@ -197,7 +197,9 @@ func TestPostUploadCommandsRunVerbatim(t *testing.T) {
 	e := newTestEnv(t, nil)
 	l := e.acquire(nil)
 	remote := l.Metadata["remoteCwd"].(string)
-	require.NoError(t, os.MkdirAll(filepath.Join(remote, "sub"), 0o755))
+	hostRemote := e.hostPath(l, remote)
+	require.NoError(t, os.MkdirAll(filepath.Join(hostRemote, "sub"), 0o755))
+	require.NoError(t, e.info(*l.ProviderLeaseID).Own(filepath.Join(hostRemote, "sub")))
 	first := `pwd > where-1; env > env-1`
 	second := `pwd > where-2; exit 0`
 	op := map[string]any{"operationId": "o", "files": []any{}, "postUploadCommands": []any{
@@ -226,13 +228,13 @@ func TestPostUploadCommandsRunVerbatim(t *testing.T) {
 		assert.Empty(t, dp.Session, "one-shot, not a session command")
 	}
 	assert.Zero(t, e.srv.CountRequests("POST", "/process/session/{sessionId}/exec"), "no session command")
-	where, err := os.ReadFile(filepath.Join(remote, "where-1"))
+	where, err := os.ReadFile(filepath.Join(hostRemote, "where-1"))
 	require.NoError(t, err)
 	assert.Equal(t, remote+"\n", string(where), "cwd defaults to the remote dir")
-	where, err = os.ReadFile(filepath.Join(remote, "sub", "where-2"))
+	where, err = os.ReadFile(filepath.Join(hostRemote, "sub", "where-2"))
 	require.NoError(t, err)
 	assert.Equal(t, remote+"/sub\n", string(where))
-	env, err := os.ReadFile(filepath.Join(remote, "env-1"))
+	env, err := os.ReadFile(filepath.Join(hostRemote, "env-1"))
 	require.NoError(t, err)
 	for _, v := range []string{"GIT_TERMINAL_PROMPT=", "GIT_ASKPASS=", "SSH_ASKPASS_REQUIRE=", "GCM_INTERACTIVE="} {
 		assert.NotContains(t, string(env), v, "no exec-wrapper git environment")

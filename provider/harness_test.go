@@ -375,6 +375,17 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// hostPath is where the emulator keeps path p of the lease's sandbox on
+// the host (in Daytona's layout the sandbox names it /home/daytona/...,
+// and /tmp is its own).
+func (e *testEnv) hostPath(l lease, p string) string {
+	e.t.Helper()
+	if h := e.info(*l.ProviderLeaseID).HostPath(p); h != "" {
+		return h
+	}
+	return p // the host layout: the sandbox's /tmp is the host's
+}
+
 // info is the emulator's view of a sandbox, which must exist.
 func (e *testEnv) info(id string) daytonatest.SandboxInfo {
 	e.t.Helper()

@@ -60,7 +60,7 @@ func TestReusableLifecycleRoundTrips(t *testing.T) {
 	require.Equal(t, filepath.Join(info.WorkDir, "paperclip-workspace"), md["remoteCwd"])
 	sentinel := md["workspaceSentinel"].(map[string]any)
 	require.Equal(t, "written", sentinel["result"])
-	file, err := os.ReadFile(sentinel["path"].(string))
+	file, err := os.ReadFile(info.HostPath(sentinel["path"].(string)))
 	require.NoError(t, err, "sentinel written inside the sandbox tree")
 	require.Contains(t, string(file), sentinel["token"].(string))
 	require.Equal(t, "true", info.Labels["paperclip-reuse-lease"])
@@ -165,7 +165,7 @@ func registryOf(d *Driver) *rpc.Registry {
 func TestResumeRejectsMismatchedSentinel(t *testing.T) {
 	e, l, id := leased(t, map[string]any{"reuseLease": true})
 	s := l.Metadata["workspaceSentinel"].(map[string]any)
-	require.NoError(t, os.WriteFile(s["path"].(string), []byte(`{"token":"someone-else"}`), 0o644))
+	require.NoError(t, os.WriteFile(e.hostPath(l, s["path"].(string)), []byte(`{"token":"someone-else"}`), 0o644))
 	raw, err := e.call("environmentResumeLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", l.Metadata))
 	require.NoError(t, err)
 	r := decode[lease](t, raw)
@@ -173,7 +173,7 @@ func TestResumeRejectsMismatchedSentinel(t *testing.T) {
 	require.Equal(t, "mismatch", r.Metadata["workspaceSentinel"].(map[string]any)["result"])
 	require.Equal(t, "started", e.state(id), "a mismatch never deletes")
 
-	require.NoError(t, os.Remove(s["path"].(string)))
+	require.NoError(t, os.Remove(e.hostPath(l, s["path"].(string))))
 	raw, err = e.call("environmentResumeLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", l.Metadata))
 	require.NoError(t, err)
 	require.Equal(t, "missing", decode[lease](t, raw).Metadata["workspaceSentinel"].(map[string]any)["result"])

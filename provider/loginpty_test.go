@@ -79,7 +79,7 @@ func TestLoginPtyCodexCreatesHomeAndReportsExit(t *testing.T) {
 	h := newChanHost(t, e)
 	home := sessionHome(t)
 	sid := h.openLogin(l, uuid.NewString(), "codex", home)
-	st, err := os.Stat(home)
+	st, err := os.Stat(e.hostPath(l, home))
 	require.NoError(t, err)
 	require.True(t, st.IsDir())
 	log := h.until("exit", func(log []frame) bool { return len(loginExits(t, log, sid)) > 0 })

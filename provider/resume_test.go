@@ -479,12 +479,12 @@ func TestEphemeralRunBoundWorkspaceIsVerifiedBeforeExportRecovery(t *testing.T) 
 	}{
 		{name: "matched", prepare: func(l lease) map[string]any { return l.Metadata }, result: "matched", resumed: true},
 		{name: "mismatch", result: "mismatch", prepare: func(l lease) map[string]any {
-			p := l.Metadata["workspaceSentinel"].(map[string]any)["path"].(string)
+			p := e.hostPath(l, l.Metadata["workspaceSentinel"].(map[string]any)["path"].(string))
 			require.NoError(t, os.WriteFile(p, []byte(`{"token":"`+token(second)+`"}`), 0o644))
 			return l.Metadata
 		}},
 		{name: "missing", result: "missing", prepare: func(l lease) map[string]any {
-			require.NoError(t, os.Remove(l.Metadata["workspaceSentinel"].(map[string]any)["path"].(string)))
+			require.NoError(t, os.Remove(e.hostPath(l, l.Metadata["workspaceSentinel"].(map[string]any)["path"].(string))))
 			return l.Metadata
 		}},
 		{name: "foreign_run", result: "mismatch", noRemote: true, prepare: func(l lease) map[string]any {

@@ -366,7 +366,7 @@ func TestCachedResumeReverifiesTheSentinelAndEvictsOnMismatch(t *testing.T) {
 	l := e.acquire(nil)
 	k := e.scopeOf(*l.ProviderLeaseID)
 	require.NotNil(t, e.d.handles.m[k], "acquire-seeded")
-	path := l.Metadata["workspaceSentinel"].(map[string]any)["path"].(string)
+	path := e.hostPath(l, l.Metadata["workspaceSentinel"].(map[string]any)["path"].(string))
 	require.NoError(t, writeFile(path, `{"token":"copied-from-elsewhere"}`))
 	e.srv.ResetRequests()
 	raw, err := e.call("environmentResumeLease", e.resumeParams(l, nil))

@@ -23,7 +23,10 @@ type env struct {
 	sb   *daytona.Sandbox
 	info daytonatest.SandboxInfo
 	t    Target
-	root string // sandbox root (a real host path inside the emulator tree)
+	root string // sandbox root as the sandbox names it
+	// hostRoot is root on the host. They are the same path on the host
+	// layout, which these tests use by default (below).
+	hostRoot string
 }
 
 func newEnv(t testing.TB, opts ...daytonatest.Option) *env {
@@ -34,11 +37,18 @@ func newEnv(t testing.TB, opts ...daytonatest.Option) *env {
 // newEnvWith creates the sandbox with extra environment variables.
 func newEnvWith(t testing.TB, sbEnv map[string]string, opts ...daytonatest.Option) *env {
 	t.Helper()
+	// Most tests here build and check the sandbox's tree from the host at
+	// the paths the sandbox uses, so they run on the host layout; a test
+	// that passes WithIsolation(IsolationAuto) gets Daytona's (namespace)
+	// layout and uses hostRoot for its host side.
+	opts = append([]daytonatest.Option{daytonatest.WithIsolation(daytonatest.IsolationOff)}, opts...)
 	te := testenv.New(t, testenv.WithServer(opts...))
 	sb := te.StartSandbox(t, &daytona.CreateSandboxRequest{Env: sbEnv})
 	root := filepath.Join(sb.Info.WorkDir, "workspace")
-	require.NoError(t, os.MkdirAll(root, 0o755))
-	e := &env{srv: te.Server, c: te.Client, sb: sb.Sandbox, info: sb.Info, root: root}
+	hostRoot := sb.Info.HostPath(root)
+	require.NoError(t, os.MkdirAll(hostRoot, 0o755))
+	require.NoError(t, sb.Info.Own(hostRoot))
+	e := &env{srv: te.Server, c: te.Client, sb: sb.Sandbox, info: sb.Info, root: root, hostRoot: hostRoot}
 	e.t = Target{Client: te.Client, Sandbox: sb.Ref(), Root: root, RunCommand: e.runCommand}
 	return e
 }
@@ -85,7 +95,7 @@ func (e *env) noScratchLeft(t testing.TB, hostDirs ...string) {
 // scratchLeft lists reserved scratch names left directly under the root.
 func (e *env) scratchLeft(t testing.TB) []string {
 	t.Helper()
-	ents, err := os.ReadDir(e.root)
+	ents, err := os.ReadDir(e.hostRoot)
 	require.NoError(t, err)
 	var left []string
 	for _, en := range ents {

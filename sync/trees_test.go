@@ -355,23 +355,25 @@ func TestSparse2GiBFileRoundTrip(t *testing.T) {
 // as identical and leaves it alone instead of failing to write into it. A
 // changed tree is never skipped silently.
 func TestSyncInReadOnlyDirectoryResyncs(t *testing.T) {
-	// A read-only directory does not refuse root's writes: as root, this
-	// test could not tell the compare-and-skip step from a plain extraction.
-	if testenv.RunAsNonRoot(t) {
+	// A read-only directory does not refuse root's writes: the sandbox
+	// user must not be root, or this test could not tell the
+	// compare-and-skip step from a plain extraction. Daytona's layout
+	// gives it uid 1000; without a namespace the test reruns as a
+	// non-root user.
+	e := newEnv(t, daytonatest.WithIsolation(daytonatest.IsolationAuto))
+	if ok, _ := e.srv.Isolated(); !ok && testenv.RunAsNonRoot(t) {
 		return
 	}
-	t.Parallel()
-	e := newEnv(t)
 	host := t.TempDir()
 	writeFile(t, filepath.Join(host, "a.txt"), "a", 0o644)
 	writeFile(t, filepath.Join(host, "sub", "g.txt"), "g", 0o644)
 	writeFile(t, filepath.Join(host, "big.bin"), strings.Repeat("b", directMinSize+1), 0o644)
 	require.NoError(t, os.Chmod(filepath.Join(host, "sub"), 0o555))
-	target := e.root + "/ro"
+	target, hostTarget := e.root+"/ro", e.hostRoot+"/ro"
 	// Runs before the emulator and TempDir removals: make both trees
 	// removable again.
 	t.Cleanup(func() {
-		for _, dir := range []string{host, target} {
+		for _, dir := range []string{host, hostTarget} {
 			_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 				if err == nil && d.IsDir() {
 					_ = os.Chmod(p, 0o755)
@@ -386,25 +388,23 @@ func TestSyncInReadOnlyDirectoryResyncs(t *testing.T) {
 		require.NoError(t, err, "sync %d", i+1)
 		require.Len(t, res, 1)
 		assert.EqualValues(t, 3, res[0].FilesTransferred, "sync %d", i+1)
-		fi, err := os.Stat(target)
+		fi, err := os.Stat(hostTarget)
 		require.NoError(t, err)
 		assert.Equal(t, fs.FileMode(0o555), fi.Mode().Perm(), "sync %d", i+1)
-		assert.Equal(t, "g", readFile(t, filepath.Join(target, "sub", "g.txt")))
-		assert.Equal(t, directMinSize+1, len(readFile(t, filepath.Join(target, "big.bin"))))
+		assert.Equal(t, "g", readFile(t, filepath.Join(hostTarget, "sub", "g.txt")))
+		assert.Equal(t, directMinSize+1, len(readFile(t, filepath.Join(hostTarget, "big.bin"))))
 	}
 	e.noScratchLeft(t, host)
 
-	// A changed file is not "identical": the sync either writes it or
-	// fails loudly (the read-only target refuses the extraction).
+	// A changed file is not "identical": the sync fails loudly (the
+	// read-only target refuses the sandbox user's extraction).
 	writeFile(t, filepath.Join(host, "a.txt"), "changed", 0o644)
 	_, err := e.syncIn(t, Options{}, m)
-	if err == nil {
-		assert.Equal(t, "changed", readFile(t, filepath.Join(target, "a.txt")))
-	} else {
-		var se *SandboxCommandError
-		require.ErrorAs(t, err, &se)
-		assert.Equal(t, 43, se.Exit)
-		assert.Equal(t, "a", readFile(t, filepath.Join(target, "a.txt")))
-	}
+	var se *SandboxCommandError
+	require.ErrorAs(t, err, &se)
+	assert.Equal(t, 43, se.Exit)
+	assert.Contains(t, err.Error(), "Daytona syncIn extract command failed (exit 43)")
+	assert.Contains(t, err.Error(), "tar: a.txt: Cannot open")
+	assert.Equal(t, "a", readFile(t, filepath.Join(hostTarget, "a.txt")))
 	e.noScratchLeft(t, host)
 }

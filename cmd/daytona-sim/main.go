@@ -3,8 +3,8 @@
 // interop test, out-of-process benchmarks and manual poking: it prints one
 // JSON line with the API's URL and key, then serves until SIGINT or SIGTERM
 // (see Run for stdin and -stop-on-eof). It is a test tool, never to be linked
-// into daytona-worker: sandbox commands run for real, as the current user, on
-// this machine (see -help).
+// into daytona-worker: sandbox commands run for real on this machine (in a
+// mount namespace as uid 1000 where Linux allows, see -help).
 package main
 
 import (

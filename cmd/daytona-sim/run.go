@@ -35,9 +35,15 @@ It serves the Daytona REST and toolbox API on 127.0.0.1 and prints one JSON
 line on stdout: {"apiUrl","apiKey","toolboxProxyUrl","organizationId","dir"};
 point a daytona-worker environment's apiUrl and apiKey at it.
 
-Sandbox commands really run on this machine, as the user running daytona-sim,
-with that user's permissions: a "sandbox" is a directory under -dir, not an
-isolated machine. Run it only for code you would run yourself.
+Sandbox commands really run on this machine: a "sandbox" is a directory under
+-dir, not an isolated machine. On Linux, when daytona-sim may create mount
+namespaces (as root, or through unprivileged user namespaces), each sandbox's
+commands see its home at /home/daytona and its own /tmp and run as uid 1000
+("daytona"), as on Daytona; otherwise (or with -isolation off) they run as the
+user running daytona-sim in the host directory and see the host's /tmp, and
+daytona-sim says so once on stderr. Under a user namespace uid 1000 is that
+user on the host, with its permissions. Run it only for code you would run
+yourself.
 
 It serves until SIGINT or SIGTERM (or, with -stop-on-eof, until stdin ends).
 
@@ -65,6 +71,7 @@ type settings struct {
 	transitionDelay, latency time.Duration
 	diskBytes                int64
 	stopOnEOF, verbose       bool
+	isolation                daytonatest.Isolation
 }
 
 // parseArgs parses the command line. help is true when it printed the
@@ -88,6 +95,14 @@ func parseArgs(args []string, stdout io.Writer) (st settings, help bool, err err
 		return nil
 	})
 	fs.Int64Var(&st.diskBytes, "disk-bytes", 0, "disk allocation of every new sandbox in bytes (default: its disk GiB)")
+	fs.Func("isolation", "`mode` of sandbox isolation: auto, off or userns (default auto, or $"+daytonatest.IsolationEnv+")", func(v string) error {
+		switch i := daytonatest.Isolation(v); i {
+		case daytonatest.IsolationAuto, daytonatest.IsolationOff, daytonatest.IsolationUserNS:
+			st.isolation = i
+			return nil
+		}
+		return errors.New("want auto, off or userns")
+	})
 	fs.BoolVar(&st.stopOnEOF, "stop-on-eof", false, "also stop when stdin reaches EOF (for a parent that holds a stdin pipe)")
 	fs.BoolVar(&st.verbose, "v", false, "log emulator events to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -125,6 +140,9 @@ func (st settings) options(stderr io.Writer) []daytonatest.Option {
 	}
 	if st.diskBytes > 0 {
 		opts = append(opts, daytonatest.WithDiskBytes(st.diskBytes))
+	}
+	if st.isolation != "" {
+		opts = append(opts, daytonatest.WithIsolation(st.isolation))
 	}
 	if st.verbose {
 		opts = append(opts, daytonatest.WithLogf(func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }))

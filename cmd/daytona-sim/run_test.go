@@ -140,7 +140,7 @@ func TestRunUsageErrors(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, args := range [][]string{{"-port", "-1"}, {"extra"}, {"-stdin-eof=false"}, {"-nope"}, {"-port"},
-		{"-latency", "40"}, {"-latency", "-1ms"}, {"-latency", "soon"}, {"-latency"}} {
+		{"-latency", "40"}, {"-latency", "-1ms"}, {"-latency", "soon"}, {"-latency"}, {"-isolation", "chroot"}} {
 		var errb bytes.Buffer
 		err := Run(ctx, args, nil, io.Discard, &errb)
 		require.Error(t, err, "%q", args)
@@ -149,6 +149,9 @@ func TestRunUsageErrors(t *testing.T) {
 		assert.Empty(t, errb.String(), "the error is reported once, by main")
 		if args[0] == "-latency" {
 			assert.Contains(t, err.Error(), "-latency", "names the flag: %q", args)
+		}
+		if args[0] == "-isolation" {
+			assert.Contains(t, err.Error(), "want auto, off or userns", "says what it wants: %q", args)
 		}
 		if len(args) == 2 && args[0] == "-latency" {
 			assert.Contains(t, err.Error(), "duration such as 40ms", "says what it wants: %q", args)
@@ -178,6 +181,23 @@ func TestLatencyFlag(t *testing.T) {
 	reqs := srv.Requests()
 	require.Len(t, reqs, 1)
 	assert.GreaterOrEqual(t, reqs[0].Handled.Sub(reqs[0].Time), 40*time.Millisecond)
+}
+
+// TestIsolationFlag: -isolation off reaches the emulator, whose sandboxes
+// then use the host layout; without it the default (or the environment
+// variable) decides.
+func TestIsolationFlag(t *testing.T) {
+	st, _, err := parseArgs([]string{"-isolation", "off", "-dir", t.TempDir()}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, daytonatest.IsolationOff, st.isolation)
+	srv := daytonatest.New(st.options(io.Discard)...)
+	defer srv.Close()
+	ok, why := srv.Isolated()
+	assert.False(t, ok)
+	assert.Contains(t, why, "isolation turned off")
+	none, _, err := parseArgs(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Empty(t, none.isolation, "the emulator's default unless asked for")
 }
 
 func get(t *testing.T, url, key string) (*http.Response, error) {

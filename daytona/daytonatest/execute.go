@@ -50,23 +50,22 @@ func tbExecute(c *call) {
 		}
 	}
 	script := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; trap '' XFSZ\n%s\n", sb.fsizeBlocks(), req.Command)
-	cmd := osexec.Command(bashBinary())
-	cmd.Dir = dir
-	cmd.Env = sb.baseEnv(req.Envs)
-	cmd.Stdin = strings.NewReader(script)
+	cmd, err := sb.command([]string{bashBinary()}, dir, sb.baseEnv(req.Envs), false)
 	var out lockedBuffer
-	cmd.Stdout = &out
-	cmd.Stderr = &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A background process that keeps the output pipe open must not hold
-	// the reply forever once the shell itself has exited.
-	cmd.WaitDelay = 2 * time.Second
-	sb.tb.mu.Lock()
-	err := cmd.Start()
 	if err == nil {
-		sb.tb.execs[cmd] = struct{}{}
+		cmd.Stdin = strings.NewReader(script)
+		cmd.Stdout = &out
+		cmd.Stderr = &out
+		// A background process that keeps the output pipe open must not hold
+		// the reply forever once the shell itself has exited.
+		cmd.WaitDelay = 2 * time.Second
+		sb.tb.mu.Lock()
+		err = cmd.Start()
+		if err == nil {
+			sb.tb.execs[cmd] = struct{}{}
+		}
+		sb.tb.mu.Unlock()
 	}
-	sb.tb.mu.Unlock()
 	if err != nil {
 		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
 		return

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
 	"testing"
 	"time"
 
@@ -268,7 +267,7 @@ func TestFaultBodyCut(t *testing.T) {
 	sb := c.create(nil)
 	info, _ := c.srv.Sandbox(sb.ID)
 	data := bytes.Repeat([]byte("0123456789"), 10000)
-	require.NoError(t, os.WriteFile(info.HomeDir+"/f.bin", data, 0o644))
+	require.NoError(t, info.WriteFile("f.bin", data, 0o644))
 	c.srv.Inject(daytonatest.Fault{Route: "/files/download", BodyCut: true, BodyCutAfterBytes: 5000, Times: 1})
 	resp, b, err := c.req(ctxT(t), "GET", c.srv.ToolboxURL()+"/"+sb.ID+"/files/download?path=f.bin", nil, nil)
 	require.Error(t, err, "the body is cut short")

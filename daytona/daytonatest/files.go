@@ -31,71 +31,6 @@ func within(root, p string) bool {
 	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
 }
 
-// resolve maps a toolbox path (absolute, or relative to the work dir) to a
-// host path inside the sandbox tree. Every existing component is resolved
-// through symlinks and must stay inside the tree; with followFinal false
-// the last component itself may be a symlink (delete, move, lstat).
-func (sb *sandbox) resolve(p string, followFinal bool) (string, error) {
-	if p == "" {
-		p = "."
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(sb.home, p)
-	}
-	p = filepath.Clean(p)
-	if !within(sb.root, p) {
-		return "", errEscape
-	}
-	dir, base := filepath.Dir(p), filepath.Base(p)
-	if p == sb.root {
-		return p, nil
-	}
-	// Resolve the parent through its deepest existing ancestor.
-	anc, rest := dir, ""
-	for {
-		if _, err := os.Lstat(anc); err == nil {
-			break
-		}
-		rest = filepath.Join(filepath.Base(anc), rest)
-		anc = filepath.Dir(anc)
-		if !within(sb.root, anc) {
-			return "", errEscape
-		}
-	}
-	realAnc, err := filepath.EvalSymlinks(anc)
-	if err != nil {
-		return "", err
-	}
-	if !within(sb.root, realAnc) {
-		return "", errEscape
-	}
-	resolved := filepath.Join(realAnc, rest, base)
-	if !within(sb.root, resolved) {
-		return "", errEscape
-	}
-	if followFinal {
-		if fi, err := os.Lstat(resolved); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-			target, err := filepath.EvalSymlinks(resolved)
-			if err != nil {
-				// Dangling: confine the literal target.
-				t, rerr := os.Readlink(resolved)
-				if rerr != nil {
-					return "", rerr
-				}
-				if !filepath.IsAbs(t) {
-					t = filepath.Join(filepath.Dir(resolved), t)
-				}
-				target = filepath.Clean(t)
-			}
-			if !within(sb.root, target) {
-				return "", errEscape
-			}
-			return target, nil
-		}
-	}
-	return resolved, nil
-}
-
 // diskUsage is the bytes held by regular files in the sandbox tree.
 func (sb *sandbox) diskUsage() int64 {
 	var n int64
@@ -163,7 +98,7 @@ func (b *writeBudget) remaining() int64 {
 // upload does. It returns the bytes written.
 func (sb *sandbox) writeFile(dest string, r io.Reader, budget *writeBudget) (int64, error) {
 	dir := filepath.Dir(dest)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := sb.view.mkdirAll(dir, 0o755); err != nil {
 		return 0, fmt.Errorf("mkdir %s: %w", dir, err)
 	}
 	var old int64
@@ -186,6 +121,10 @@ func (sb *sandbox) writeFile(dest string, r io.Reader, budget *writeBudget) (int
 		return 0, fmt.Errorf("close: %w", err)
 	}
 	_ = os.Chmod(tmp.Name(), 0o644)
+	if err := sb.view.own(tmp.Name()); err != nil {
+		_ = os.Remove(tmp.Name())
+		return 0, fmt.Errorf("chown: %w", err)
+	}
 	if err := os.Rename(tmp.Name(), dest); err != nil {
 		_ = os.Remove(tmp.Name())
 		return 0, fmt.Errorf("rename: %w", err)
@@ -218,15 +157,16 @@ type fileInfo struct {
 	Permissions string `json:"permissions"`
 }
 
-func toFileInfo(fi os.FileInfo) fileInfo {
+func (sb *sandbox) toFileInfo(fi os.FileInfo) fileInfo {
 	out := fileInfo{
 		Name: fi.Name(), Size: fi.Size(), Mode: fi.Mode().String(), ModTime: fi.ModTime().String(),
 		ModifiedAt: fi.ModTime().UTC().Format(time.RFC3339), IsDir: fi.IsDir(),
 		Permissions: fmt.Sprintf("%04o", fi.Mode().Perm()),
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		out.Owner = strconv.FormatUint(uint64(st.Uid), 10)
-		out.Group = strconv.FormatUint(uint64(st.Gid), 10)
+		uid, gid := sb.view.viewIDs(st.Uid, st.Gid)
+		out.Owner = strconv.FormatUint(uint64(uid), 10)
+		out.Group = strconv.FormatUint(uint64(gid), 10)
 	}
 	return out
 }
@@ -245,7 +185,7 @@ func tbListFiles(c *call) {
 	out := []fileInfo{}
 	for _, e := range entries {
 		if fi, err := e.Info(); err == nil {
-			out = append(out, toFileInfo(fi))
+			out = append(out, c.sb.toFileInfo(fi))
 		}
 	}
 	writeJSON(c.w, http.StatusOK, out)
@@ -262,7 +202,7 @@ func tbFileInfo(c *call) {
 		writeEmpty(c.w, fsStatus(err))
 		return
 	}
-	writeJSON(c.w, http.StatusOK, toFileInfo(fi))
+	writeJSON(c.w, http.StatusOK, c.sb.toFileInfo(fi))
 }
 
 func parseMode(s string, def os.FileMode) (os.FileMode, bool) {
@@ -288,7 +228,7 @@ func tbCreateFolder(c *call) {
 		writeEmpty(c.w, fsStatus(err))
 		return
 	}
-	if err := os.MkdirAll(p, mode); err != nil {
+	if err := c.sb.view.mkdirAll(p, mode); err != nil {
 		writeEmpty(c.w, http.StatusBadRequest)
 		return
 	}
@@ -298,7 +238,7 @@ func tbCreateFolder(c *call) {
 func tbDeleteFile(c *call) {
 	q := c.r.URL.Query()
 	p, err := c.sb.resolve(q.Get("path"), false)
-	if err != nil || p == c.sb.root {
+	if err != nil || c.sb.view.isMountRoot(p) {
 		writeEmpty(c.w, http.StatusForbidden)
 		return
 	}
@@ -366,7 +306,9 @@ func tbPermissions(c *call) {
 	}
 	uid, gid := -1, -1
 	if o := q.Get("owner"); o != "" {
-		if v, err := strconv.Atoi(o); err == nil {
+		if v, ok := c.sb.view.hostID(o, c.sb.user, os.Getuid()); ok {
+			uid = v
+		} else if v, err := strconv.Atoi(o); err == nil {
 			uid = v
 		} else if u, err := user.Lookup(o); err == nil {
 			uid, _ = strconv.Atoi(u.Uid)
@@ -376,7 +318,9 @@ func tbPermissions(c *call) {
 		}
 	}
 	if g := q.Get("group"); g != "" {
-		if v, err := strconv.Atoi(g); err == nil {
+		if v, ok := c.sb.view.hostID(g, c.sb.user, os.Getgid()); ok {
+			gid = v
+		} else if v, err := strconv.Atoi(g); err == nil {
 			gid = v
 		} else if gr, err := user.LookupGroup(g); err == nil {
 			gid, _ = strconv.Atoi(gr.Gid)

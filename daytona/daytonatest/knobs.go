@@ -158,10 +158,14 @@ type SandboxInfo struct {
 	ContainerLost       bool
 	// DiskBytes is the disk allocation toolbox writes and commands are held to.
 	DiskBytes int64
-	// Root is the sandbox's tree on the host; HomeDir (= WorkDir) lies inside.
+	// Root is the sandbox's tree on the host.
+	// HomeDir and WorkDir are as the sandbox names them: /home/daytona
+	// in a namespace (HostPath maps them onto Root), else host paths.
 	Root, HomeDir, WorkDir    string
 	CreatedAt, LastActivityAt time.Time
 	Pending                   bool // a transition is in progress
+
+	view *pathView
 }
 
 // Sandbox returns a snapshot of the sandbox with this id or name (any

@@ -150,9 +150,10 @@ func (p *ptySession) startLocked() error {
 	for k, v := range p.envs {
 		extra[k] = v
 	}
-	cmd := osexec.Command(bashBinary(), "--login", "-i")
-	cmd.Dir = p.cwd
-	cmd.Env = p.sb.baseEnv(extra)
+	cmd, err := p.sb.command([]string{bashBinary(), "--login", "-i"}, p.cwd, p.sb.baseEnv(extra), true)
+	if err != nil {
+		return err
+	}
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Cols: uint16(p.cols), Rows: uint16(p.rows)})
 	if err != nil {
 		return err

@@ -83,7 +83,12 @@ type sandbox struct {
 	diskBytes        int64
 	previewToken     string
 
-	root, home string // host directories
+	// root is the sandbox's tree on the host and hostHome the home dir
+	// in it; home and tmp are those dirs as the sandbox's processes and
+	// file APIs name them (/home/daytona and /tmp in a namespace), view
+	// maps the one onto the other.
+	root, hostHome, home, tmp string
+	view                      *pathView
 
 	tb toolbox
 }
@@ -105,7 +110,7 @@ func (sb *sandbox) infoLocked() SandboxInfo {
 		AutoStopInterval: sb.autoStop, AutoArchiveInterval: sb.autoArchive, AutoDeleteInterval: sb.autoDelete,
 		CPU: sb.cpu, Memory: sb.memory, Disk: sb.disk,
 		ContainerLost: sb.containerLost, DiskBytes: sb.diskBytes,
-		Root: sb.root, HomeDir: sb.home, WorkDir: sb.home,
+		Root: sb.root, HomeDir: sb.home, WorkDir: sb.home, view: sb.view,
 		CreatedAt: sb.createdAt, LastActivityAt: sb.lastActivity, Pending: sb.pending,
 	}
 }
@@ -157,12 +162,8 @@ func (s *Server) newSandboxLocked(name, user string) (*sandbox, error) {
 		createdAt: now, updatedAt: now, lastActivity: now,
 		previewToken: randHex(12),
 	}
-	sb.root = filepath.Join(s.cfg.dir, id)
-	sb.home = filepath.Join(sb.root, "home", user)
-	for _, d := range []string{sb.home, filepath.Join(sb.root, "tmp")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, err
-		}
+	if err := sb.setupTree(s.method, s.cfg.dir, id, user); err != nil {
+		return nil, err
 	}
 	sb.tb.init()
 	return sb, nil

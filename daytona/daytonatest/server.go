@@ -44,6 +44,7 @@ type config struct {
 	transitionDelay time.Duration
 	diskBytes       int64
 	latency         time.Duration
+	isolation       Isolation
 	logf            func(format string, args ...any)
 }
 
@@ -92,6 +93,10 @@ type Server struct {
 	cfg      config
 	ownDir   bool // dir was created by us and is removed on Close
 	stateDir string
+	// method is how sandbox processes are isolated; isoNote why it is the
+	// host layout when it is.
+	method  method
+	isoNote string
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every observable change
@@ -188,6 +193,10 @@ func (s *Server) init() {
 		if err := os.MkdirAll(s.stateDir, 0o700); err != nil {
 			panic(fmt.Sprintf("daytonatest: state dir: %v", err))
 		}
+		s.method, s.isoNote = isolationFor(c.isolation)
+		if s.method == methodHost {
+			reportFallback(s.isoNote)
+		}
 		s.changed = make(chan struct{})
 		s.sandboxes = map[string]*sandbox{}
 		s.holds = map[string]int{}
@@ -221,6 +230,14 @@ func (s *Server) APIKey() string { s.init(); return s.cfg.apiKey }
 
 // OrganizationID is the organization of every sandbox.
 func (s *Server) OrganizationID() string { s.init(); return DefaultOrganizationID }
+
+// Isolated reports whether sandbox processes run in their own mount
+// namespace as uid 1000 (see WithIsolation); when not, the reason is why
+// they use the host layout.
+func (s *Server) Isolated() (ok bool, reason string) {
+	s.init()
+	return s.method != methodHost, s.isoNote
+}
 
 // Dir is the host directory holding the sandbox trees.
 func (s *Server) Dir() string { s.init(); return s.cfg.dir }

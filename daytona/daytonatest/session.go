@@ -33,6 +33,9 @@ type session struct {
 	dir   string
 	token []byte
 
+	// scripts is dir as the shell names it (sandbox.sessionScripts).
+	scripts string
+
 	cmd    *osexec.Cmd
 	script io.WriteCloser
 	inputW *os.File
@@ -134,8 +137,8 @@ func (s *Server) startSession(sb *sandbox, id string) (_ *session, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	// Every pipe end opened here is closed when the session does not
-	// start: a failed start must not cost the emulator descriptors.
+	// Every pipe end and dir handle opened here is closed when the session
+	// does not start: a failed start must not cost the emulator descriptors.
 	var opened []*os.File
 	defer func() {
 		if err != nil {
@@ -145,6 +148,15 @@ func (s *Server) startSession(sb *sandbox, id string) (_ *session, err error) {
 			_ = os.RemoveAll(dir)
 		}
 	}()
+	cmd, err := sb.command([]string{bashBinary(), "--noprofile", "--norc"}, sb.home, sb.baseEnv(nil), false)
+	if err != nil {
+		return nil, err
+	}
+	scripts, dirFiles, err := sb.sessionScripts(dir)
+	if err != nil {
+		return nil, err
+	}
+	opened = append(opened, dirFiles...)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -160,26 +172,27 @@ func (s *Server) startSession(sb *sandbox, id string) (_ *session, err error) {
 		return nil, err
 	}
 	opened = append(opened, inR, inW)
-	cmd := osexec.Command(bashBinary(), "--noprofile", "--norc")
-	cmd.Dir = sb.home
-	cmd.Env = sb.baseEnv(nil)
 	cmd.Stdout = outW
 	cmd.Stderr = errW
-	// fd 3: the stdin of async commands (POST …/input writes here).
-	cmd.ExtraFiles = []*os.File{inR}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// fd 3: the stdin of async commands (POST …/input writes here); fd 4,
+	// in a namespace, the session's dir (sessionScripts).
+	cmd.ExtraFiles = append([]*os.File{inR}, dirFiles...)
 	script, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	for _, f := range dirFiles {
+		_ = f.Close() // the child holds its own copy
+	}
+	if err != nil {
 		return nil, err // Start closed the stdin pipe itself
 	}
 	outW.Close()
 	errW.Close()
 	inR.Close()
 	ss := &session{
-		s: s, sb: sb, id: id, dir: dir, cmd: cmd, script: script, inputW: inW, outR: outR, errR: errR,
+		s: s, sb: sb, id: id, dir: dir, scripts: scripts, cmd: cmd, script: script, inputW: inW, outR: outR, errR: errR,
 		token: []byte("__DAYTONATEST_" + randHex(12) + "__"), commands: map[string]*command{},
 		exited: make(chan struct{}),
 	}
@@ -355,7 +368,8 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 	}
 	cm.logPath = filepath.Join(ss.dir, cm.id+".log")
 	scriptPath := filepath.Join(ss.dir, cm.id+".sh")
-	if err := os.WriteFile(scriptPath, []byte(text+"\n"), 0o600); err != nil {
+	// Readable by the sandbox user, who owns the (0700) dir.
+	if err := os.WriteFile(scriptPath, []byte(text+"\n"), 0o644); err != nil {
 		return nil, err
 	}
 	f, err := os.OpenFile(cm.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
@@ -369,7 +383,7 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 	}
 	tok := string(ss.token)
 	line := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; source %s %s; printf '%%s:%%s:%%s\\n' %s %s \"$?\"; printf '%%s:%%s\\n' %s %s >&2\n",
-		ss.sb.fsizeBlocks(), shell.Quote(scriptPath), stdin, shell.Quote(tok), shell.Quote(cm.id), shell.Quote(tok), shell.Quote(cm.id))
+		ss.sb.fsizeBlocks(), shell.Quote(ss.scripts+"/"+cm.id+".sh"), stdin, shell.Quote(tok), shell.Quote(cm.id), shell.Quote(tok), shell.Quote(cm.id))
 	if _, err := io.WriteString(ss.script, line); err != nil {
 		_ = f.Close()
 		return nil, errors.New("session process has exited")

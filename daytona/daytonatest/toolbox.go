@@ -181,18 +181,15 @@ func bashBinary() string {
 func (sb *sandbox) baseEnv(extra map[string]string) []string {
 	sb.s.mu.Lock()
 	env := map[string]string{
-		"PATH":                 os.Getenv("PATH"),
+		"PATH":                 hostPath(),
 		"HOME":                 sb.home,
 		"USER":                 sb.user,
 		"LOGNAME":              sb.user,
 		"SHELL":                bashBinary(),
 		"LANG":                 "C.UTF-8",
-		"TMPDIR":               sb.root + "/tmp",
+		"TMPDIR":               sb.tmp,
 		"DAYTONA_SANDBOX_ID":   sb.id,
 		"DAYTONA_SANDBOX_USER": sb.user,
-	}
-	if env["PATH"] == "" {
-		env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
 	for k, v := range sb.env {
 		env[k] = v
@@ -211,6 +208,15 @@ func (sb *sandbox) baseEnv(extra map[string]string) []string {
 		out = append(out, k+"="+env[k])
 	}
 	return out
+}
+
+// hostPath is the PATH sandbox processes get: the host's, so its tools
+// are found.
+func hostPath() string {
+	if p := os.Getenv("PATH"); p != "" {
+		return p
+	}
+	return "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 }
 
 func (s *Server) recordDispatch(d Dispatch) {

@@ -363,7 +363,7 @@ func TestFiles(t *testing.T) {
 	st, b := c.upload(sb.ID, files, []string{home + "/a/b.txt", "rel.txt"})
 	require.Equal(t, 200, st, string(b))
 	assert.JSONEq(t, `{"files":[{"path":"`+home+`/a/b.txt","bytes":5},{"path":"rel.txt","bytes":8}]}`, string(b))
-	got, err := os.ReadFile(filepath.Join(home, "rel.txt"))
+	got, err := os.ReadFile(info.HostPath("rel.txt"))
 	require.NoError(t, err)
 	assert.Equal(t, "relative", string(got))
 
@@ -380,12 +380,12 @@ func TestFiles(t *testing.T) {
 
 	st, _ = c.tb(sb.ID, "POST", "/files/folder?path="+url.QueryEscape(home+"/x/y")+"&mode=700", nil)
 	assert.Equal(t, 201, st)
-	fi, err := os.Stat(filepath.Join(home, "x/y"))
+	fi, err := os.Stat(info.HostPath(home + "/x/y"))
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 	st, _ = c.tb(sb.ID, "POST", "/files/permissions?path="+url.QueryEscape(home+"/a/b.txt")+"&mode=600", nil)
 	assert.Equal(t, 200, st)
-	fi, _ = os.Stat(filepath.Join(home, "a/b.txt"))
+	fi, _ = os.Stat(info.HostPath(home + "/a/b.txt"))
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 
 	// Bulk download: parts in request order, errors as error parts.
@@ -418,7 +418,7 @@ func TestFiles(t *testing.T) {
 	assert.Equal(t, 400, st)
 	st, _ = c.tb(sb.ID, "DELETE", "/files?path="+url.QueryEscape(home+"/a")+"&recursive=true", nil)
 	assert.Equal(t, 204, st)
-	_, err = os.Stat(filepath.Join(home, "a"))
+	_, err = os.Stat(info.HostPath(home + "/a"))
 	assert.True(t, os.IsNotExist(err))
 }
 
@@ -426,7 +426,11 @@ func TestFilesConfined(t *testing.T) {
 	c := newTC(t)
 	sb := c.create(nil)
 	info, _ := c.srv.Sandbox(sb.ID)
-	outside := t.TempDir()
+	// Outside both the sandbox tree and /home and /tmp, so it is outside
+	// the sandbox in a namespace too (there /tmp is the sandbox's own).
+	outside, err := os.MkdirTemp("/var/tmp", "daytonatest-outside-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(outside) })
 	require.NoError(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("s3cret"), 0o644))
 	c.session(sb.ID, "s")
 	r := c.exec(sb.ID, "s", fmt.Sprintf("ln -s %s esc && ln -s %s/secret esc-file && ln -s ../../.. up", outside, outside), false)
@@ -435,7 +439,7 @@ func TestFilesConfined(t *testing.T) {
 	for _, p := range []string{
 		"../../../../../../etc/passwd",
 		"/etc/passwd",
-		info.Root + "/../x",
+		info.HomeDir + "/../../../x",
 		"esc/secret",
 		"esc-file",
 		info.HomeDir + "/esc/secret",
@@ -450,7 +454,7 @@ func TestFilesConfined(t *testing.T) {
 	st, b := c.upload(sb.ID, map[string][]byte{"esc/planted": []byte("x")}, []string{"esc/planted"})
 	assert.Equal(t, 400, st)
 	assert.Contains(t, string(b), "escapes")
-	_, err := os.Stat(filepath.Join(outside, "planted"))
+	_, err = os.Stat(filepath.Join(outside, "planted"))
 	assert.True(t, os.IsNotExist(err))
 	st, _ = c.tb(sb.ID, "POST", "/files/folder?path="+url.QueryEscape("esc/newdir")+"&mode=755", nil)
 	assert.Equal(t, 403, st)
