@@ -27,7 +27,7 @@ func TestFailedSessionStartsLeakNoDescriptors(t *testing.T) {
 	sb := c.create(nil)
 	info, ok := c.srv.Sandbox(sb.ID)
 	require.True(t, ok)
-	require.NoError(t, os.RemoveAll(info.HomeDir))
+	require.NoError(t, os.RemoveAll(info.HostPath(info.HomeDir)))
 	start := func(sid string) {
 		st, b := c.tb(sb.ID, "POST", "/process/session", map[string]string{"sessionId": sid})
 		require.Equal(t, 500, st, string(b))
