@@ -129,6 +129,11 @@ var stageExecutable = sync.OnceValues(os.Executable)
 // for the user-namespace method, a new user namespace mapping uid and gid
 // 1000 to ours).
 func (sb *sandbox) stageCommand(argv []string, dir string, env []string, tty bool) (*osexec.Cmd, error) {
+	if sb.view.method == methodRootNS {
+		if tools, err := shellStageTools(); err == nil {
+			return sb.shellStageCommand(tools, argv, dir, env, tty), nil
+		}
+	}
 	exe, err := stageExecutable()
 	if err != nil {
 		return nil, fmt.Errorf("daytonatest: own executable: %w", err)
@@ -155,6 +160,57 @@ func (sb *sandbox) stageCommand(argv []string, dir string, env []string, tty boo
 	}
 	cmd.SysProcAttr = a
 	return cmd, nil
+}
+
+// shellStage is the root method's stage without re-executing the
+// emulator's own binary: a test binary built with the race detector takes
+// from a tenth of a second to seconds to start on a loaded machine, and
+// every sandbox process would pay it. Go's Unshareflags gives the shell a
+// new mount namespace with every mount already private; the shell opens
+// both sources before mounting (either may lie under /home or /tmp of the
+// host), binds them, hands a PTY to the sandbox user and execs the command
+// as that user through setpriv. Its failures exit 126 with the tool's
+// message on stderr, as the Go stage's do.
+const shellStage = `h=$1 t=$2 d=$3 tty=$4 mount=$5 setpriv=$6; shift 6
+exec 8<"$h" 9<"$t" || exit 126
+"$mount" --bind /proc/self/fd/8 /home || exit 126
+"$mount" --bind /proc/self/fd/9 /tmp || exit 126
+exec 8<&- 9<&-
+if [ "$tty" = 1 ]; then chown 1000:1000 /proc/self/fd/0 || exit 126; fi
+cd "$d" || exit 126
+exec "$setpriv" --reuid=1000 --regid=1000 --groups=1000 -- "$@"`
+
+// stageTools are the programs shellStage runs, looked up once.
+type stageTools struct{ sh, mount, setpriv string }
+
+var shellStageTools = sync.OnceValues(func() (stageTools, error) {
+	var t stageTools
+	for _, p := range []struct {
+		name string
+		to   *string
+	}{{"sh", &t.sh}, {"mount", &t.mount}, {"setpriv", &t.setpriv}} {
+		path, err := osexec.LookPath(p.name)
+		if err != nil {
+			return t, err
+		}
+		*p.to = path
+	}
+	return t, nil
+})
+
+func (sb *sandbox) shellStageCommand(t stageTools, argv []string, dir string, env []string, tty bool) *osexec.Cmd {
+	tf := "0"
+	if tty {
+		tf = "1"
+	}
+	args := append([]string{t.sh, "-c", shellStage, "sandbox-stage",
+		filepath.Join(sb.root, "home"), filepath.Join(sb.root, "tmp"), dir, tf, t.mount, t.setpriv}, argv...)
+	return &osexec.Cmd{
+		Path:        t.sh,
+		Args:        args,
+		Env:         env,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: !tty, Unshareflags: syscall.CLONE_NEWNS},
+	}
 }
 
 // probeMethod runs one command through the method in a throwaway tree and

@@ -17,7 +17,7 @@ func TestStartSandboxIsStartedAndNamed(t *testing.T) {
 	require.Equal(t, daytona.SandboxState(daytonatest.StateStarted), sb.State)
 	require.NotEmpty(t, sb.Name)
 	require.Equal(t, daytonatest.StateStarted, sb.Info.State)
-	fi, err := os.Stat(sb.Info.HomeDir)
+	fi, err := os.Stat(sb.Info.HostPath(sb.Info.HomeDir))
 	require.NoError(t, err)
 	require.True(t, fi.IsDir(), "the home dir is a real host directory")
 
