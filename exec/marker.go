@@ -5,18 +5,24 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // endMarker is the per-command proof of completion on the session path
 // (docs/exec.md#end-markers). The wrapped command prints, right after the
-// command's own output and with no newline before it, the token and the
-// exit status on stdout ("<token>=<status>\n") and the token on stderr
+// command's own output and with no newline before it, the token, the exit
+// status and the shell's clock before and after the command on stdout
+// ("<token>=<status>;<start>;<end>\n") and the token on stderr
 // ("<token>\n"). The daemon records a stream's bytes in order, so a log
 // that holds both markers holds all the foreground output and the exit
 // status: no status read, no second snapshot, no wait for the follow
 // socket's close. Because the marker ends the last line, a newline the
 // daemon appends to an unterminated line never happens, and the bytes
-// before the marker are exactly the command's.
+// before the marker are exactly the command's. The two clock readings
+// (bash's $EPOCHREALTIME; empty in a shell without it) give the command's
+// run time, from which the runner learns when to make a later command's
+// first log read (docs/exec.md#timed-first-read).
 //
 // The token is 0x1F and 32 random hex digits (128 bits, new per command),
 // so the command cannot guess it and output that merely looks like a
@@ -39,14 +45,19 @@ func newEndMarker() endMarker {
 }
 
 // wrap runs script in a subshell (a top-level exit cannot end the session
-// shell) inside a second one that prints the markers and exits with the
-// script's status, so the daemon records the command's own exit code for
-// the status read (the fallback evidence) and the session shell keeps no
-// variable of ours.
+// shell) inside a second one that reads the clock, prints the markers and
+// exits with the script's status, so the daemon records the command's own
+// exit code for the status read (the fallback evidence) and the session
+// shell keeps no variable of ours. The start time is unset again inside
+// the script's subshell, so the command sees no variable of ours either.
 func (m endMarker) wrap(script string) string {
-	return "( ( " + script + ` ); s=$?; printf '\037%s%s=%d\n' ` + m.half1 + " " + m.half2 + ` "$s"; printf '\037%s%s\n' ` +
+	return "( " + startVar + "=$EPOCHREALTIME; ( unset " + startVar + "; " + script + ` ); s=$?; printf '\037%s%s=%d;%s;%s\n' ` +
+		m.half1 + " " + m.half2 + ` "$s" "$` + startVar + `" "$EPOCHREALTIME"; printf '\037%s%s\n' ` +
 		m.half1 + " " + m.half2 + ` >&2; exit "$s" )`
 }
+
+// startVar holds the shell's clock when the wrapped command starts.
+const startVar = "__paperclip_t0"
 
 // scanMarker takes the next accepted bytes of stream i (0 stdout, 1
 // stderr) and returns what of them is the command's output, now: the
@@ -74,10 +85,10 @@ func scanMarker(b *streamBuf, tok []byte, stdout bool, data []byte) []byte {
 			b.ended = true
 			return buf[:i]
 		}
-		code, complete, valid := parseStatus(buf[i+len(tok):])
+		st, complete, valid := parseStatus(buf[i+len(tok):])
 		switch {
 		case valid && complete:
-			b.ended, b.code = true, code
+			b.ended, b.code, b.run, b.timed = true, st.code, st.run, st.timed
 			return buf[:i]
 		case valid:
 			b.held = append([]byte(nil), buf[i:]...)
@@ -92,26 +103,104 @@ func scanMarker(b *streamBuf, tok []byte, stdout bool, data []byte) []byte {
 	return buf
 }
 
-// parseStatus reads "=<digits>\n" at the start of p: valid says p is such
-// a line or the start of one, complete that it is whole.
-func parseStatus(p []byte) (code int, complete, valid bool) {
-	const maxDigits = 10
+// status is what the stdout marker carries: the exit status and, when
+// the shell has a clock, the command's run time.
+type status struct {
+	code  int
+	run   time.Duration
+	timed bool
+}
+
+// Limits of the status line "=<digits>[;<start>;<end>]\n": the exit status
+// has at most 10 digits, each clock reading at most 24 characters.
+const (
+	maxStatusDigits = 10
+	maxClockLen     = 24
+	maxStatusLen    = 1 + maxStatusDigits + 2*(1+maxClockLen) + 1
+)
+
+// parseStatus reads "=<digits>\n" or "=<digits>;<start>;<end>\n" at the
+// start of p: valid says p is such a line or the start of one, complete
+// that it is whole. The clock readings are digits with one '.' or ','
+// (bash follows the locale's radix); empty or unreadable readings leave
+// the status untimed but valid, since the status itself is proof.
+func parseStatus(p []byte) (st status, complete, valid bool) {
 	if len(p) == 0 {
-		return 0, false, true
+		return st, false, true
 	}
 	if p[0] != '=' {
-		return 0, false, false
+		return st, false, false
 	}
-	for j := 1; j < len(p) && j <= maxDigits+1; j++ {
-		switch c := p[j]; {
-		case c == '\n' && j > 1:
-			n, err := strconv.Atoi(string(p[1:j]))
-			return n, err == nil, err == nil
-		case c < '0' || c > '9':
-			return 0, false, false
+	window := p[:min(len(p), maxStatusLen)]
+	end := bytes.IndexByte(window, '\n')
+	line := window[1:]
+	if end >= 0 {
+		line = window[1:end]
+	} else if len(p) >= maxStatusLen {
+		return st, false, false // no line end where one must be
+	}
+	code, clocks, hasClocks := bytes.Cut(line, []byte{';'})
+	if len(code) > maxStatusDigits || (end >= 0 || hasClocks) && len(code) == 0 || !allDigits(code) {
+		return st, false, false
+	}
+	start, stop, two := bytes.Cut(clocks, []byte{';'})
+	if hasClocks && (!clockChars(start) || !clockChars(stop) || bytes.IndexByte(stop, ';') >= 0 ||
+		len(start) > maxClockLen || len(stop) > maxClockLen) {
+		return st, false, false
+	}
+	if end < 0 {
+		return st, false, true
+	}
+	if hasClocks && !two {
+		return st, false, false
+	}
+	n, err := strconv.Atoi(string(code))
+	if err != nil {
+		return st, false, false
+	}
+	st.code = n
+	st.run, st.timed = runTime(start, stop)
+	return st, true, true
+}
+
+func allDigits(p []byte) bool {
+	for _, c := range p {
+		if c < '0' || c > '9' {
+			return false
 		}
 	}
-	return 0, false, len(p) <= maxDigits+1
+	return true
+}
+
+func clockChars(p []byte) bool {
+	for _, c := range p {
+		if (c < '0' || c > '9') && c != '.' && c != ',' {
+			return false
+		}
+	}
+	return true
+}
+
+// maxRunTime bounds a plausible run time: anything else (a clock step, a
+// reading that is not seconds) is not learned from.
+const maxRunTime = time.Hour
+
+// runTime is end minus start, two readings of seconds with a fraction.
+func runTime(start, end []byte) (time.Duration, bool) {
+	a, okA := clockSeconds(start)
+	b, okB := clockSeconds(end)
+	if !okA || !okB || b < a || b-a > maxRunTime.Seconds() {
+		return 0, false
+	}
+	return time.Duration((b - a) * float64(time.Second)), true
+}
+
+func clockSeconds(p []byte) (float64, bool) {
+	if len(p) == 0 {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(strings.Replace(string(p), ",", ".", 1), 64)
+	return f, err == nil
 }
 
 // markerPrefixLen is the length of the longest tail of p that is a proper

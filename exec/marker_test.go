@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,13 +17,16 @@ import (
 // is read from the stdout marker.
 func TestMarkerSplitAcrossFeedsNeverReachesTheSink(t *testing.T) {
 	m := newEndMarker()
-	out := append(append([]byte("out é"), m.tok...), "=7\n"...)
+	out := append(append([]byte("out é"), m.tok...), "=7;1700000000.250000;1700000000.265500\n"...)
 	errs := append(append([]byte("err"), m.tok...), '\n')
 	check := func(t *testing.T, o *output, sl *sinkLog) {
 		t.Helper()
 		code, ok := o.ended()
 		require.True(t, ok, "both markers seen")
 		assert.Equal(t, 7, code)
+		run, timed := o.runTime()
+		assert.True(t, timed)
+		assert.InDelta(t, 15500*time.Microsecond, run, float64(time.Microsecond))
 		o.finish()
 		stdout, stderr, _ := o.snapshot()
 		assert.Equal(t, "out é", stdout)
@@ -80,6 +84,9 @@ func TestForgedMarkersAreOutput(t *testing.T) {
 		{"a prefix of the token, then other bytes", []string{"a" + string(m.tok[:12]), "zz"}},
 		{"the token without a status", []string{"a" + string(m.tok) + "x0\n"}},
 		{"the token with a malformed status", []string{"a" + string(m.tok) + "=1a\n"}},
+		{"the token with one clock reading", []string{"a" + string(m.tok) + "=1;2.5\n"}},
+		{"the token with a clock that is not a number", []string{"a" + string(m.tok) + "=1;x;2\n"}},
+		{"the token with a status line that never ends", []string{"a" + string(m.tok) + "=1;" + strings.Repeat("1", 70)}},
 		{"a prefix of the token at the end of the output", []string{"a" + string(m.tok[:5])}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -109,8 +116,77 @@ func TestMarkerWrapNeverSpellsTheToken(t *testing.T) {
 	m := newEndMarker()
 	w := m.wrap("echo hi")
 	assert.NotContains(t, w, string(m.tok[1:]))
-	assert.True(t, strings.HasPrefix(w, "( ( echo hi ); "), w)
+	assert.True(t, strings.HasPrefix(w, "( __paperclip_t0=$EPOCHREALTIME; ( unset __paperclip_t0; echo hi ); "), w)
 	assert.Contains(t, w, m.half1+" "+m.half2)
 	assert.NotEqual(t, string(m.tok), string(newEndMarker().tok), "a new token per command")
 	assert.Len(t, m.tok, 33)
+}
+
+// TestStatusLine: the stdout marker's status line, whole or cut short
+// (valid: it may still become one), with and without the shell's clock.
+func TestStatusLine(t *testing.T) {
+	for _, c := range []struct {
+		in              string
+		complete, valid bool
+		code            int
+		run             time.Duration // 0: untimed
+	}{
+		{"=7\n", true, true, 7, 0},
+		{"=0;1700000000.500000;1700000000.520250\n", true, true, 0, 20250 * time.Microsecond},
+		{"=3;1700000000,5;1700000001,0\n", true, true, 3, 500 * time.Millisecond},
+		{"=0;;\n", true, true, 0, 0},          // a shell without $EPOCHREALTIME
+		{"=0;2.0;1.0\n", true, true, 0, 0},    // the clock went back: not learned from
+		{"=0;1.0;7201.0\n", true, true, 0, 0}, // longer than an hour: not learned from
+		{"=12\nmore", true, true, 12, 0},
+		{"", false, true, 0, 0},
+		{"=", false, true, 0, 0},
+		{"=7", false, true, 0, 0},
+		{"=7;", false, true, 0, 0},
+		{"=7;1.5;", false, true, 0, 0},
+		{"=7;1.5;1.6", false, true, 0, 0},
+		{"=\n", false, false, 0, 0},
+		{"=;1;2\n", false, false, 0, 0},
+		{"=7;1.5\n", false, false, 0, 0},
+		{"=7;1;2;3\n", false, false, 0, 0},
+		{"=7;1e3;2\n", false, false, 0, 0},
+		{"=12345678901\n", false, false, 0, 0},
+		{"x", false, false, 0, 0},
+		{"=7;" + strings.Repeat("1", 30) + ";1\n", false, false, 0, 0},
+	} {
+		st, complete, valid := parseStatus([]byte(c.in))
+		assert.Equal(t, c.complete, complete, "%q complete", c.in)
+		assert.Equal(t, c.valid, valid, "%q valid", c.in)
+		if c.complete {
+			assert.Equal(t, c.code, st.code, "%q code", c.in)
+			assert.Equal(t, c.run != 0, st.timed, "%q timed", c.in)
+			assert.InDelta(t, c.run, st.run, float64(time.Microsecond), "%q run time", c.in)
+		}
+	}
+}
+
+// TestSettleFromRunTimes: the wait before a first read is the run time 70 %
+// of the lease's last 8 commands stayed within, plus a millisecond; none
+// while nothing is known or while most commands are long ones.
+func TestSettleFromRunTimes(t *testing.T) {
+	ms := time.Millisecond
+	var r runTimes
+	assert.Equal(t, time.Duration(0), r.settle(), "nothing known")
+	r.add(20 * ms)
+	assert.Equal(t, 21*ms, r.settle())
+	r.add(30 * ms)
+	assert.Equal(t, 31*ms, r.settle(), "few samples: the largest")
+	for _, d := range []time.Duration{22, 21, 25, 400, 23, 24} {
+		r.add(d * ms)
+	}
+	// 20 21 22 23 24 25 30 400: the 6th
+	assert.Equal(t, 26*ms, r.settle())
+	for range 3 {
+		r.add(5 * time.Second)
+	}
+	// 21 23 24 25 400 5s 5s 5s: the 6th is 5 s, most are long commands
+	assert.Equal(t, time.Duration(0), r.settle())
+	for range runTimeSamples {
+		r.add(10 * ms)
+	}
+	assert.Equal(t, 11*ms, r.settle(), "the oldest samples are gone")
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	stdsync "sync"
+	"time"
 	"unicode/utf8"
 )
 
@@ -54,10 +55,12 @@ type streamBuf struct {
 	sent    int   // bytes of text handed to the sink
 
 	// End marker (marker.go): a tail that may start it, whether it was
-	// seen, and the exit status it carried (stdout).
+	// seen, and the exit status and run time it carried (stdout).
 	held  []byte
 	ended bool
 	code  int
+	run   time.Duration
+	timed bool
 }
 
 // output demultiplexed per stream, deduplicated by byte offset and
@@ -141,6 +144,15 @@ func (o *output) ended() (code int, ok bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.streams[0].code, o.streams[0].ended && o.streams[1].ended
+}
+
+// runTime reports the command's run time by the shell's clock, once both
+// end markers are in and the stdout one carried it.
+func (o *output) runTime() (time.Duration, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	s := o.streams[0]
+	return s.run, s.timed && s.ended && o.streams[1].ended
 }
 
 // publish forwards text not yet sent live, unless the command has ended.

@@ -94,6 +94,11 @@ type Options struct {
 	// before bash has run the command, so the follow is opened at once
 	// (docs/exec.md#follow-first). 0 = always snapshot first.
 	FollowFirstBelow time.Duration
+	// TimeFirstRead times a command's first log read for when a short
+	// command on the same lease has ended, learned from the run times the
+	// end markers carry (docs/exec.md#timed-first-read); false = read at
+	// once (the exec tests pin the paths that way, their clock is fake).
+	TimeFirstRead bool
 }
 
 // Timing constants of the session path (docs/behavior.md#session-path, docs/behavior.md#exited-fast-path, docs/behavior.md#silent-socket).
@@ -125,6 +130,8 @@ type Runner struct {
 	log      *slog.Logger
 	// followFirst is Options.FollowFirstBelow.
 	followFirst time.Duration
+	// timeFirstRead is Options.TimeFirstRead.
+	timeFirstRead bool
 
 	mu     stdsync.Mutex
 	leases map[string]*lease
@@ -133,7 +140,7 @@ type Runner struct {
 // NewRunner returns a Runner.
 func NewRunner(o Options) *Runner {
 	r := &Runner{clock: o.Clock, cap: o.OutputCap, stdinDir: defaultStdinDir, log: o.Logger,
-		followFirst: o.FollowFirstBelow, leases: map[string]*lease{}}
+		followFirst: o.FollowFirstBelow, timeFirstRead: o.TimeFirstRead, leases: map[string]*lease{}}
 	if r.clock == nil {
 		r.clock = RealClock{}
 	}
@@ -155,6 +162,7 @@ type lease struct {
 	flight   *flight
 	all      map[*session]struct{}
 	active   int
+	runs     runTimes
 }
 
 type session struct {

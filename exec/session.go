@@ -27,7 +27,9 @@ type run struct {
 
 	sess  *session
 	cmdID string
-	// dispatchRTT is how long the dispatch call took (the successful one).
+	// sent is when the successful dispatch call was sent, dispatchRTT how
+	// long it took.
+	sent        time.Time
 	dispatchRTT time.Duration
 	retire      bool // take the session out of service afterwards
 	// observing: a follow connection closed cleanly or went silent, so
@@ -187,7 +189,11 @@ func (x *run) inSession() (Result, error) {
 		return res, err
 	}
 	defer func() { x.r.releaseSession(x.ctx, x.lease, x.sess, x.retire) }()
-	return x.observe()
+	res, err := x.observe()
+	if d, ok := x.out.runTime(); ok {
+		x.r.noteRunTime(x.lease, d)
+	}
+	return res, err
 }
 
 // dispatch hands the command to the session exactly once. A 404/410 on
@@ -208,7 +214,7 @@ func (x *run) dispatch() error {
 			&daytona.SessionExecuteRequest{Command: wrapped, RunAsync: true})
 		if err == nil && resp.CmdID != "" {
 			x.sess, x.cmdID = s, resp.CmdID
-			x.dispatchRTT = x.r.clock.Now().Sub(sent)
+			x.sent, x.dispatchRTT = sent, x.r.clock.Now().Sub(sent)
 			return nil
 		}
 		if err != nil && sessionLost(err) && !errors.Is(err, daytona.ErrContainerMissing) {
@@ -263,7 +269,20 @@ func (x *run) observe() (Result, error) {
 	// its profiles, so it could only add a third call; the follow is
 	// opened at once (dispatch + follow), and its first frame with the
 	// markers ends the command as the snapshot would have.
-	if x.r.followFirst <= 0 || x.dispatchRTT >= x.r.followFirst {
+	//
+	// Timed first read: once the lease's recent commands told how long a
+	// short one runs, the snapshot is sent when such a command has ended
+	// (counted from the dispatch's sending, so a network round trip longer
+	// than that adds no wait), at any round trip: a short command then
+	// costs two calls over pooled connections, and the daemon's 20 ms log
+	// tail, which a follow opened too early waits for, is not waited for.
+	settle := x.r.settleFor(x.lease)
+	if settle > 0 {
+		if wait := x.sent.Add(settle).Sub(x.r.clock.Now()); wait > 0 && !sleep(x.cmdCtx, x.r.clock, wait) {
+			return x.stopped(context.Cause(x.cmdCtx))
+		}
+	}
+	if settle > 0 || x.r.followFirst <= 0 || x.dispatchRTT >= x.r.followFirst {
 		_ = x.rawSnapshot(x.cmdCtx, FastPathBound, errFastPathBound)
 		if x.cmdCtx.Err() != nil {
 			return x.stopped(context.Cause(x.cmdCtx))

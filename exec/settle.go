@@ -1,0 +1,79 @@
+package exec
+
+import (
+	"slices"
+	"time"
+)
+
+// runTimes keeps the run times of a lease's latest session commands, as
+// their end markers carried them (the shell's clock from just before the
+// script to just after it), to time the next command's first log read
+// (docs/exec.md#timed-first-read).
+type runTimes struct {
+	last [runTimeSamples]time.Duration
+	n    int // samples held (≤ runTimeSamples)
+	next int // where the next sample goes
+}
+
+// runTimeSamples is how many recent commands the estimate looks at: enough
+// that one fast outlier or a few long builds do not decide it, few enough
+// that a changed profile is learned within a handful of commands.
+const runTimeSamples = 8
+
+// settleMax is the longest wait before a first read: when most recent
+// commands ran longer, the lease's commands are not short ones and their
+// first read is not delayed (live output would wait).
+const settleMax = 100 * time.Millisecond
+
+func (r *runTimes) add(d time.Duration) {
+	r.last[r.next] = d
+	r.next = (r.next + 1) % runTimeSamples
+	r.n = min(r.n+1, runTimeSamples)
+}
+
+// settle is how long after its dispatch was sent a command's first log
+// read should reach the daemon, or 0 for at once: the run time that 70 %
+// of the recent commands stayed within (the 6th of 8; the largest while
+// there are fewer than 4), plus a millisecond for the shell's work outside
+// the two clock readings (starting the subshells, printing the markers).
+//
+// Why a high share and not the fastest run: a read that comes too early
+// costs a call and then the follow, whose first read is at its connection,
+// as early as the follow would have been anyway; a read that comes late
+// costs the wait. Run times spread a few milliseconds on a quiet machine
+// and tens under load, so the fastest would miss most commands, while
+// 70 % keeps the common short command at two calls.
+func (r *runTimes) settle() time.Duration {
+	if r.n == 0 {
+		return 0
+	}
+	sorted := r.last
+	s := sorted[:r.n]
+	slices.Sort(s)
+	d := s[settleRank(r.n)]
+	if d > settleMax {
+		return 0
+	}
+	return d + time.Millisecond
+}
+
+// settleRank is the index, in n sorted run times, of the one 70 % of them
+// stay within.
+func settleRank(n int) int { return (7*n+9)/10 - 1 }
+
+// noteRunTime records a finished command's run time on its lease.
+func (r *Runner) noteRunTime(l *lease, d time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l.runs.add(d)
+}
+
+// settleFor is the lease's current settle (0 when not timing first reads).
+func (r *Runner) settleFor(l *lease) time.Duration {
+	if !r.timeFirstRead {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return l.runs.settle()
+}
