@@ -165,25 +165,33 @@ func TestStatusLine(t *testing.T) {
 }
 
 // TestSettleFromRunTimes: the wait before a first read is the run time 70 %
-// of the lease's last 8 commands stayed within, plus a millisecond; none
-// while nothing is known or while most commands are long ones.
+// of the lease's recent short commands (of the last 8) stayed within, plus
+// a millisecond; none while nothing is known or while most recent
+// commands are long ones.
 func TestSettleFromRunTimes(t *testing.T) {
 	ms := time.Millisecond
 	var r runTimes
 	assert.Equal(t, time.Duration(0), r.settle(), "nothing known")
+	r.add(2 * time.Second)
+	assert.Equal(t, time.Duration(0), r.settle(), "a long command only")
 	r.add(20 * ms)
-	assert.Equal(t, 21*ms, r.settle())
+	assert.Equal(t, 21*ms, r.settle(), "half are short: the short one")
 	r.add(30 * ms)
-	assert.Equal(t, 31*ms, r.settle(), "few samples: the largest")
-	for _, d := range []time.Duration{22, 21, 25, 400, 23, 24} {
+	assert.Equal(t, 31*ms, r.settle(), "few samples: the largest short one")
+	for _, d := range []time.Duration{22, 21, 25, 23, 24} {
 		r.add(d * ms)
 	}
-	// 20 21 22 23 24 25 30 400: the 6th
-	assert.Equal(t, 26*ms, r.settle())
+	// 2 s, then 20 21 22 23 24 25 30: the 5th of the 7 short ones
+	assert.Equal(t, 25*ms, r.settle())
+	r.add(400 * ms) // replaces the 2 s
+	assert.Equal(t, 25*ms, r.settle())
 	for range 3 {
 		r.add(5 * time.Second)
 	}
-	// 21 23 24 25 400 5s 5s 5s: the 6th is 5 s, most are long commands
+	// 21 23 24 25 400 5s 5s 5s: half short, the 3rd of 4
+	assert.Equal(t, 25*ms, r.settle())
+	r.add(5 * time.Second)
+	// 23 24 25 400 5s 5s 5s 5s: most are long
 	assert.Equal(t, time.Duration(0), r.settle())
 	for range runTimeSamples {
 		r.add(10 * ms)

@@ -20,9 +20,9 @@ type runTimes struct {
 // that a changed profile is learned within a handful of commands.
 const runTimeSamples = 8
 
-// settleMax is the longest wait before a first read: when most recent
-// commands ran longer, the lease's commands are not short ones and their
-// first read is not delayed (live output would wait).
+// settleMax divides short commands from long ones: a run time above it is
+// a long command (a build, a test run), which the first read is not timed
+// for, because live output would wait.
 const settleMax = 100 * time.Millisecond
 
 func (r *runTimes) add(d time.Duration) {
@@ -32,33 +32,36 @@ func (r *runTimes) add(d time.Duration) {
 }
 
 // settle is how long after its dispatch was sent a command's first log
-// read should reach the daemon, or 0 for at once: the run time that 70 %
-// of the recent commands stayed within (the 6th of 8; the largest while
-// there are fewer than 4), plus a millisecond for the shell's work outside
-// the two clock readings (starting the subshells, printing the markers).
+// read should reach the daemon, or 0 for at once. While at least half of
+// the recent commands were short, it is the run time that 70 % of those
+// short ones stayed within, plus a millisecond for the shell's work
+// outside the two clock readings (starting the subshells, printing the
+// markers); a lease whose commands are mostly long ones is not timed.
 //
 // Why a high share and not the fastest run: a read that comes too early
 // costs a call and then the follow, whose first read is at its connection,
 // as early as the follow would have been anyway; a read that comes late
 // costs the wait. Run times spread a few milliseconds on a quiet machine
 // and tens under load, so the fastest would miss most commands, while
-// 70 % keeps the common short command at two calls.
+// 70 % keeps the common short command at two calls. Long commands are left
+// out of the share: they miss whatever the wait, and one of them (the
+// setup of a workspace) must not keep the next short ones untimed.
 func (r *runTimes) settle() time.Duration {
-	if r.n == 0 {
+	short := make([]time.Duration, 0, runTimeSamples)
+	for _, d := range r.last[:r.n] {
+		if d <= settleMax {
+			short = append(short, d)
+		}
+	}
+	if len(short) == 0 || 2*len(short) < r.n {
 		return 0
 	}
-	sorted := r.last
-	s := sorted[:r.n]
-	slices.Sort(s)
-	d := s[settleRank(r.n)]
-	if d > settleMax {
-		return 0
-	}
-	return d + time.Millisecond
+	slices.Sort(short)
+	return short[settleRank(len(short))] + time.Millisecond
 }
 
 // settleRank is the index, in n sorted run times, of the one 70 % of them
-// stay within.
+// stay within (the largest while there are fewer than 4).
 func settleRank(n int) int { return (7*n+9)/10 - 1 }
 
 // noteRunTime records a finished command's run time on its lease.
