@@ -50,14 +50,20 @@ func newEndMarker() endMarker {
 // exit code for the status read (the fallback evidence) and the session
 // shell keeps no variable of ours. The start time is unset again inside
 // the script's subshell, so the command sees no variable of ours either.
+// The form works in every shell the daemon may pick (zsh, bash, sh).
 func (m endMarker) wrap(script string) string {
-	return "( " + startVar + "=$EPOCHREALTIME; ( unset " + startVar + "; " + script + ` ); s=$?; printf '\037%s%s=%d;%s;%s\n' ` +
+	return "( " + zshClock + startVar + "=$EPOCHREALTIME; ( unset " + startVar + "; " + script + ` ); s=$?; printf '\037%s%s=%d;%s;%s\n' ` +
 		m.half1 + " " + m.half2 + ` "$s" "$` + startVar + `" "$EPOCHREALTIME"; printf '\037%s%s\n' ` +
 		m.half1 + " " + m.half2 + ` >&2; exit "$s" )`
 }
 
 // startVar holds the shell's clock when the wrapped command starts.
 const startVar = "__paperclip_t0"
+
+// zshClock loads the module that gives zsh (the daemon's first choice of
+// session shell) its $EPOCHREALTIME, in the wrapper's own subshell; other
+// shells skip it.
+const zshClock = `[ -z "$ZSH_VERSION" ] || zmodload zsh/datetime 2>/dev/null; `
 
 // scanMarker takes the next accepted bytes of stream i (0 stdout, 1
 // stderr) and returns what of them is the command's output, now: the
