@@ -1,7 +1,6 @@
 package daytonatest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -51,7 +49,7 @@ func tbExecute(c *call) {
 	}
 	script := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; trap '' XFSZ\n%s\n", sb.fsizeBlocks(), req.Command)
 	cmd, err := sb.command([]string{bashBinary()}, dir, sb.baseEnv(req.Envs), false)
-	var out lockedBuffer
+	var out outputBuffer
 	if err == nil {
 		cmd.Stdin = strings.NewReader(script)
 		cmd.Stdout = &out
@@ -90,7 +88,9 @@ func tbExecute(c *call) {
 		if errors.Is(err, osexec.ErrWaitDelay) && cmd.ProcessState != nil {
 			code = cmd.ProcessState.ExitCode()
 		}
-		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": code, "result": out.String()})
+		parts, release := out.take()
+		defer release()
+		writeExecuteAnswer(c.w, code, parts)
 	case <-timeout:
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
@@ -99,23 +99,6 @@ func tbExecute(c *call) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func exitCodeOf(err error) int {

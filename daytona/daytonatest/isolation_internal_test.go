@@ -1,6 +1,7 @@
 package daytonatest
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -8,9 +9,27 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// noteBuffer takes the note as it is written, from any goroutine.
+type noteBuffer struct{ outputBuffer }
+
+// String is everything written so far.
+func (n *noteBuffer) String() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var b bytes.Buffer
+	for i, c := range n.chunks {
+		if i == len(n.chunks)-1 {
+			b.Write(c[:n.last])
+		} else {
+			b.Write(c[:])
+		}
+	}
+	return b.String()
+}
+
 // withNote routes the fallback note to a fresh once and buffer.
-func withNote(t *testing.T) *lockedBuffer {
-	w := &lockedBuffer{}
+func withNote(t *testing.T) *noteBuffer {
+	w := &noteBuffer{}
 	noteMu.Lock()
 	old := note
 	note = &fallbackNote{w: w}
