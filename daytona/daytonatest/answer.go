@@ -14,48 +14,51 @@ import (
 // to be collected in a bytes.Buffer, copied into a string and encoded with
 // json.Marshal: for 8 MiB of output that was three growing 8-16 MiB
 // buffers (each step copied, each fresh allocation zeroed) and most of the
-// emulator's time per command. The output is now kept in pooled chunks
-// read straight from the pipe and escaped piece by piece onto the reply,
-// byte for byte what json.Marshal wrote (keys in its sorted order, HTML
-// characters escaped, invalid UTF-8 as \ufffd), still without a
-// Content-Length, so the reply's bytes and framing are unchanged.
+// emulator's time per command. The output is now escaped as it comes out
+// of the pipe, while the command runs, into pooled chunks that are written
+// to the reply as they are once it has exited: byte for byte what
+// json.Marshal wrote (keys in its sorted order, HTML characters escaped,
+// invalid UTF-8 as \ufffd), still without a Content-Length, so the reply's
+// bytes and framing are unchanged.
 
-// outputChunk is the size of one piece of held output (and of the escaped
-// pieces written to the reply).
-const outputChunk = 256 << 10
+const (
+	// outputChunk is the size of one chunk of escaped output, and so of
+	// one write of the reply.
+	outputChunk = 256 << 10
+	// pipeRead is the most read from the output pipe at once (a pipe
+	// holds 64 KiB by default).
+	pipeRead = 64 << 10
+)
 
-var chunkPool = sync.Pool{New: func() any { return new([outputChunk]byte) }}
+var (
+	chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, outputChunk+64); return &b }}
+	readPool  = sync.Pool{New: func() any { return new([pipeRead]byte) }}
+)
 
-// outputBuffer holds a command's combined output as a list of pooled
-// chunks. os/exec copies the pipe into it through ReadFrom (no
-// intermediate buffer). The lock matters only when Wait gave up on the
-// copy (WaitDelay): the copying goroutine may then still be finishing a
-// read while the handler takes the output.
+// outputBuffer holds a command's combined output, escaped as the inside of
+// a JSON string. os/exec copies the pipe into it through ReadFrom. The
+// lock matters only when Wait gave up on the copy (WaitDelay): the copying
+// goroutine may then still be finishing a write while the handler takes
+// the output.
 type outputBuffer struct {
-	mu     sync.Mutex
-	chunks []*[outputChunk]byte
-	last   int  // bytes used in the last chunk
-	taken  bool // take ran: later output is discarded, chunks are no longer ours
+	mu    sync.Mutex
+	enc   jsonStringWriter
+	taken bool // take ran: later output is dropped, the chunks are no longer ours
 }
 
-// ReadFrom reads r to its end into the chunks.
+// ReadFrom reads r to its end into the buffer.
 func (o *outputBuffer) ReadFrom(r io.Reader) (int64, error) {
+	scratch := readPool.Get().(*[pipeRead]byte)
+	defer readPool.Put(scratch)
 	var total int64
 	for {
-		o.mu.Lock()
-		if o.taken {
-			o.mu.Unlock()
-			return total, io.ErrClosedPipe
-		}
-		if len(o.chunks) == 0 || o.last == outputChunk {
-			o.chunks = append(o.chunks, chunkPool.Get().(*[outputChunk]byte))
-			o.last = 0
-		}
-		c := o.chunks[len(o.chunks)-1]
-		n, err := r.Read(c[o.last:])
-		o.last += n
-		o.mu.Unlock()
+		n, err := r.Read(scratch[:])
 		total += int64(n)
+		if n > 0 {
+			if _, werr := o.Write(scratch[:n]); werr != nil {
+				return total, werr
+			}
+		}
 		if err == io.EOF {
 			return total, nil
 		}
@@ -65,70 +68,51 @@ func (o *outputBuffer) ReadFrom(r io.Reader) (int64, error) {
 	}
 }
 
-// Write is for writers that do not go through ReadFrom.
+// Write escapes p onto the held output.
 func (o *outputBuffer) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.taken {
 		return 0, io.ErrClosedPipe
 	}
-	n := len(p)
-	for len(p) > 0 {
-		if len(o.chunks) == 0 || o.last == outputChunk {
-			o.chunks = append(o.chunks, chunkPool.Get().(*[outputChunk]byte))
-			o.last = 0
-		}
-		k := copy(o.chunks[len(o.chunks)-1][o.last:], p)
-		o.last += k
-		p = p[k:]
-	}
-	return n, nil
+	o.enc.escape(p, false)
+	return len(p), nil
 }
 
-// take returns the output as slices of the chunks and the function that
-// gives the chunks back to the pool once the slices are no longer used.
-// Output written after take is dropped, as it was when it came after the
-// answer's snapshot.
+// take returns the escaped output as chunks and the function that gives
+// them back to the pool once they are written. Output written after take
+// is dropped, as it was when it came after the answer's snapshot.
 func (o *outputBuffer) take() ([][]byte, func()) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.taken = true
-	parts := make([][]byte, len(o.chunks))
-	for i, c := range o.chunks {
-		parts[i] = c[:]
-		if i == len(o.chunks)-1 {
-			parts[i] = c[:o.last]
-		}
-	}
-	chunks := o.chunks
-	o.chunks = nil
+	o.enc.escape(nil, true)
+	parts := append(o.enc.full, o.enc.buf)
+	o.enc = jsonStringWriter{}
 	return parts, func() {
-		for _, c := range chunks {
-			chunkPool.Put(c)
+		for _, b := range parts {
+			b = b[:0]
+			chunkPool.Put(&b)
 		}
 	}
 }
 
 // writeExecuteAnswer writes the one-shot answer for exit code code and the
-// output parts, as writeJSON would write
-// map[string]any{"exitCode": code, "result": string(concatenated parts)}.
+// escaped output parts (from take): what writeJSON wrote for
+// map[string]any{"exitCode": code, "result": output}.
 func writeExecuteAnswer(w http.ResponseWriter, code int, parts [][]byte) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(http.StatusOK)
-	e := jsonStringWriter{w: w, buf: make([]byte, 0, outputChunk+64)}
-	e.buf = append(e.buf, `{"exitCode":`...)
-	e.buf = strconv.AppendInt(e.buf, int64(code), 10)
-	e.buf = append(e.buf, `,"result":"`...)
+	head := strconv.AppendInt([]byte(`{"exitCode":`), int64(code), 10)
+	if _, err := w.Write(append(head, `,"result":"`...)); err != nil {
+		return
+	}
 	for _, p := range parts {
-		if e.escape(p, false) != nil {
+		if _, err := w.Write(p); err != nil {
 			return
 		}
 	}
-	if e.escape(nil, true) != nil {
-		return
-	}
-	e.buf = append(e.buf, `"}`...)
-	_, _ = w.Write(e.buf)
+	_, _ = w.Write([]byte(`"}`))
 }
 
 // jsonEscapes is what encoding/json writes for each ASCII byte inside a
@@ -151,13 +135,13 @@ var jsonEscapes, jsonPlain = func() (t [utf8.RuneSelf]string, plain [utf8.RuneSe
 	return t, plain
 }()
 
-// jsonStringWriter escapes the inside of a JSON string in pieces onto w,
-// through buf, which it writes whenever it holds outputChunk bytes. A
+// jsonStringWriter escapes the inside of a JSON string given in pieces
+// into buf, which moves to full whenever it holds outputChunk bytes. A
 // UTF-8 sequence may be split between two pieces: its start is kept in
 // carry until the next piece completes it, so the result is the same as
 // escaping the concatenation at once.
 type jsonStringWriter struct {
-	w     io.Writer
+	full  [][]byte
 	buf   []byte
 	carry [utf8.UTFMax]byte
 	nc    int
@@ -165,7 +149,10 @@ type jsonStringWriter struct {
 
 // escape appends p escaped; final says no more bytes follow (an
 // incomplete sequence at the end is then invalid UTF-8).
-func (e *jsonStringWriter) escape(p []byte, final bool) error {
+func (e *jsonStringWriter) escape(p []byte, final bool) {
+	if e.buf == nil {
+		e.buf = *chunkPool.Get().(*[]byte)
+	}
 	for e.nc > 0 && (len(p) > 0 || final) {
 		// Complete the carried sequence from p. A byte that cannot
 		// continue it makes its lead byte invalid, as in one pass.
@@ -175,7 +162,7 @@ func (e *jsonStringWriter) escape(p []byte, final bool) error {
 		if !final && !utf8.FullRune(tmp[:n+k]) {
 			// Still incomplete: p is shorter than the sequence's rest.
 			e.nc += copy(e.carry[e.nc:], p)
-			return nil
+			return
 		}
 		r, size := utf8.DecodeRune(tmp[:n+k])
 		e.appendRune(tmp[:size], r, size)
@@ -192,13 +179,13 @@ func (e *jsonStringWriter) escape(p []byte, final bool) error {
 	for i := 0; i < len(p); {
 		if b := p[i]; b < utf8.RuneSelf {
 			if jsonPlain[b] {
-				i += plainRun(p[i:])
+				// The run stops where buf would be full, so buf keeps its size.
+				room := outputChunk - len(e.buf) - (i - start)
+				i += plainRun(p[i:min(len(p), i+max(room, 1))])
 				if len(e.buf)+i-start >= outputChunk {
 					e.buf = append(e.buf, p[start:i]...)
 					start = i
-					if err := e.flushFull(); err != nil {
-						return err
-					}
+					e.flushFull()
 				}
 				continue
 			}
@@ -210,7 +197,8 @@ func (e *jsonStringWriter) escape(p []byte, final bool) error {
 			if !final && !utf8.FullRune(p[i:]) {
 				e.buf = append(e.buf, p[start:i]...)
 				e.nc = copy(e.carry[:], p[i:])
-				return e.flushFull()
+				e.flushFull()
+				return
 			}
 			r, size := utf8.DecodeRune(p[i:])
 			if size == 1 || r == '\u2028' || r == '\u2029' {
@@ -223,13 +211,11 @@ func (e *jsonStringWriter) escape(p []byte, final bool) error {
 		if len(e.buf)+i-start >= outputChunk {
 			e.buf = append(e.buf, p[start:i]...)
 			start = i
-			if err := e.flushFull(); err != nil {
-				return err
-			}
+			e.flushFull()
 		}
 	}
 	e.buf = append(e.buf, p[start:]...)
-	return e.flushFull()
+	e.flushFull()
 }
 
 // Every byte lane of a 64-bit word, for testing 8 bytes at once.
@@ -277,13 +263,11 @@ func (e *jsonStringWriter) appendRune(seq []byte, r rune, size int) {
 	}
 }
 
-// flushFull writes buf once it holds outputChunk bytes, so the reply goes
-// out in a few large writes; the caller writes the rest at the end.
-func (e *jsonStringWriter) flushFull() error {
-	if len(e.buf) < outputChunk {
-		return nil
+// flushFull moves buf to full once it holds outputChunk bytes, so the
+// reply goes out in a few large writes.
+func (e *jsonStringWriter) flushFull() {
+	if len(e.buf) >= outputChunk {
+		e.full = append(e.full, e.buf)
+		e.buf = *chunkPool.Get().(*[]byte)
 	}
-	_, err := e.w.Write(e.buf)
-	e.buf = e.buf[:0]
-	return err
 }

@@ -3,6 +3,7 @@ package daytonatest
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math/rand/v2"
 	"net/http/httptest"
 	"strings"
@@ -11,17 +12,29 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// answerOf is the one-shot answer writeExecuteAnswer makes from out cut
-// into parts at the offsets cuts.
-func answerOf(t *testing.T, code int, out []byte, cuts []int) []byte {
+// answerOf is the one-shot answer made from out given to an outputBuffer
+// in pieces cut at the offsets cuts: written, or read through ReadFrom.
+func answerOf(t *testing.T, code int, out []byte, cuts []int, read bool) []byte {
 	t.Helper()
-	var parts [][]byte
+	var pieces []io.Reader
+	var o outputBuffer
 	prev := 0
-	for _, c := range cuts {
-		parts = append(parts, out[prev:c])
+	for _, c := range append(cuts, len(out)) {
+		if read {
+			pieces = append(pieces, bytes.NewReader(out[prev:c]))
+		} else {
+			_, err := o.Write(out[prev:c])
+			require.NoError(t, err)
+		}
 		prev = c
 	}
-	parts = append(parts, out[prev:])
+	if read {
+		n, err := o.ReadFrom(io.MultiReader(pieces...)) // one Read per piece at most
+		require.NoError(t, err)
+		require.EqualValues(t, len(out), n)
+	}
+	parts, release := o.take()
+	defer release()
 	rec := httptest.NewRecorder()
 	writeExecuteAnswer(rec, code, parts)
 	require.Equal(t, 200, rec.Code)
@@ -53,12 +66,12 @@ func TestExecuteAnswerMatchesMarshal(t *testing.T) {
 	for _, s := range samples {
 		out := []byte(s)
 		want := marshalled(t, 3, out)
-		require.Equal(t, string(want), string(answerOf(t, 3, out, nil)), "%q whole", s)
+		require.Equal(t, string(want), string(answerOf(t, 3, out, nil, false)), "%q whole", s)
 		// Every cut into two and three pieces, empty pieces included.
 		for i := 0; i <= len(out); i++ {
-			require.Equal(t, string(want), string(answerOf(t, 3, out, []int{i})), "%q cut at %d", s, i)
+			require.Equal(t, string(want), string(answerOf(t, 3, out, []int{i}, false)), "%q cut at %d", s, i)
 			for j := i; j <= len(out); j++ {
-				require.Equal(t, string(want), string(answerOf(t, 3, out, []int{i, j})), "%q cut at %d, %d", s, i, j)
+				require.Equal(t, string(want), string(answerOf(t, 3, out, []int{i, j}, true)), "%q cut at %d, %d", s, i, j)
 			}
 		}
 	}
@@ -89,28 +102,26 @@ func TestExecuteAnswerMatchesMarshal(t *testing.T) {
 			cuts = append(cuts, c)
 		}
 		code := []int{0, -1, 255, 1 << 40}[k%4]
-		require.Equal(t, marshalled(t, code, out), answerOf(t, code, out, cuts), "sample %d (%d bytes, %d cuts)", k, len(out), len(cuts))
+		require.Equal(t, marshalled(t, code, out), answerOf(t, code, out, cuts, k%2 == 0), "sample %d (%d bytes, %d cuts)", k, len(out), len(cuts))
 	}
 }
 
 // Output that reaches the buffer after the answer was taken (a background
-// process still writing when Wait gave up) is dropped, not written into
+// process still writing when Wait gave up) is dropped, not escaped into
 // chunks that went back to the pool.
 func TestOutputBufferDropsWritesAfterTake(t *testing.T) {
 	var o outputBuffer
 	n, err := o.ReadFrom(strings.NewReader(strings.Repeat("x", outputChunk+5)))
 	require.NoError(t, err)
 	require.EqualValues(t, outputChunk+5, n)
-	_, err = o.Write([]byte("yz"))
+	_, err = o.Write([]byte("y\n"))
 	require.NoError(t, err)
 	parts, release := o.take()
 	require.Len(t, parts, 2)
-	require.Equal(t, strings.Repeat("x", outputChunk+5)+"yz", string(bytes.Join(parts, nil)))
+	require.Equal(t, strings.Repeat("x", outputChunk+5)+`y\n`, string(bytes.Join(parts, nil)))
 	release()
 	_, err = o.Write([]byte("late"))
 	require.Error(t, err)
 	_, err = o.ReadFrom(strings.NewReader("late"))
 	require.Error(t, err)
-	parts, _ = o.take()
-	require.Empty(t, parts)
 }

@@ -82,6 +82,7 @@ func tbExecute(c *call) {
 		defer t.Stop()
 		timeout = t.C
 	}
+	answered := false
 	select {
 	case err := <-done:
 		code := exitCodeOf(err)
@@ -90,6 +91,7 @@ func tbExecute(c *call) {
 		}
 		parts, release := out.take()
 		defer release()
+		answered = true
 		writeExecuteAnswer(c.w, code, parts)
 	case <-timeout:
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -98,6 +100,10 @@ func tbExecute(c *call) {
 	case <-c.s.done:
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
+	}
+	if !answered {
+		_, release := out.take() // the output goes unsent: its chunks back to the pool
+		release()
 	}
 }
 

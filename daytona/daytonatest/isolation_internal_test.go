@@ -1,8 +1,8 @@
 package daytonatest
 
 import (
-	"bytes"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -10,21 +10,22 @@ import (
 )
 
 // noteBuffer takes the note as it is written, from any goroutine.
-type noteBuffer struct{ outputBuffer }
+type noteBuffer struct {
+	mu   sync.Mutex
+	text []byte
+}
 
-// String is everything written so far.
+func (n *noteBuffer) Write(p []byte) (int, error) {
+	n.mu.Lock()
+	n.text = append(n.text, p...)
+	n.mu.Unlock()
+	return len(p), nil
+}
+
 func (n *noteBuffer) String() string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var b bytes.Buffer
-	for i, c := range n.chunks {
-		if i == len(n.chunks)-1 {
-			b.Write(c[:n.last])
-		} else {
-			b.Write(c[:])
-		}
-	}
-	return b.String()
+	return string(n.text)
 }
 
 // withNote routes the fallback note to a fresh once and buffer.
