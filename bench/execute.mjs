@@ -40,7 +40,10 @@
 //               read to its last byte. The result line cannot be complete
 //               before the answer is, so the two are serial: their sum
 //               bounds the one-shot rate on this machine, and one-shot ms
-//               minus the sum is the worker's share.
+//               minus the sum is the worker's share. The emulator floor
+//               includes Node's HTTP client reading the answer where the
+//               worker's Go client reads it while it arrives, so a share
+//               near 0 or below it means nothing is left to take.
 // --markdown writes the issue #12 table, the per-operation counts and the
 // issue's bars (with whether each holds) for bench/BENCHMARKS.md.
 //
@@ -558,7 +561,7 @@ function markdown(results) {
     row("8 MiB floor: host alone (real worker manager, stand-in worker, the same result line)", fcell((f) => `${f1(f.hostFloor.medianMs)} ms`));
     row("8 MiB floor: emulator alone (`/process/execute` of the same command line, read to the end)", fcell((f) => `${f1(f.emulatorFloor.medianMs)} ms`));
     row("8 MiB floor: host + emulator → best rate without the worker", fcell((f) => `${f1(f.sumMs)} ms → ${f1(f.boundMiBs)} MiB/s`));
-    row("8 MiB: the worker's share (one-shot − floors)", fcell((f) => `${signed(f.workerShareMs, f1)} ms (${f0(100 * f.workerShareOfOneShot)} %)`));
+    row("8 MiB: the worker's share (one-shot − floors)", fcell((f) => `${signed(f.workerShareMs, f1)} ms (${signed(100 * f.workerShareOfOneShot, f0)} %)`));
   }
   // Live chunks of a command that has finished only repeat its result.
   row("1 MiB: share of stdout also sent as live `execute.log`", (r, p) => f2(r.mib1[p].liveShare));
@@ -600,12 +603,18 @@ function markdown(results) {
     const fl = at0.mib8.floors;
     if (fl) {
       // What the bar's 133 ms per 8 MiB has to hold: the floors, which are
-      // not ours, and the worker's share.
+      // not the worker's, and the worker's share. The share counts as small
+      // at up to a fifth of the one-shot time.
       const budget = 8 / 60 * 1000;
+      const met = at0.mib8.oneShot.MiBs >= 60;
+      const small = fl.workerShareOfOneShot <= 0.2;
+      let why = "";
+      if (!met && fl.sumMs > budget) why = `: the floors alone exceed the ${f0(budget)} ms on this machine; meeting it needs host + emulator ≤ ${f0(budget - Math.max(0, fl.workerShareMs))} ms with this worker's share`;
+      else if (!met) why = `: the floors leave ${f0(budget - fl.sumMs)} ms for the worker, whose share is ${f0(fl.workerShareMs)} ms`;
       L.push(`| 8 MiB one-shot at 0 ms ≥ 60 MiB/s (≤ ${f0(budget)} ms) | ${f1(at0.mib8.oneShot.MiBs)} MiB/s (${f0(at0.mib8.oneShot.medianMs)} ms)` +
         ` = floors ${f0(fl.sumMs)} ms (host ${f0(fl.hostFloor.medianMs)} + emulator ${f0(fl.emulatorFloor.medianMs)}, at most ${f1(fl.boundMiBs)} MiB/s here)` +
-        ` + the worker's share ${signed(fl.workerShareMs, f0)} ms (${f0(100 * fl.workerShareOfOneShot)} % of the one-shot time) | ${holds(at0.mib8.oneShot.MiBs >= 60)}` +
-        `${at0.mib8.oneShot.MiBs >= 60 ? "" : fl.sumMs > budget ? ": the floors alone exceed the budget on this machine" : fl.workerShareMs > budget - fl.sumMs ? `: the worker's share is over the ${f0(budget - fl.sumMs)} ms the floors leave` : ""} |`);
+        ` + the worker's share ${signed(fl.workerShareMs, f0)} ms (${signed(100 * fl.workerShareOfOneShot, f0)} % of the one-shot time: ${small ? "small" : "not small"}, ≤ 20 % counts as small)` +
+        ` | ${holds(met)}${why} |`);
     } else {
       L.push(`| 8 MiB one-shot at 0 ms ≥ 60 MiB/s | ${f1(at0.mib8.oneShot.MiBs)} MiB/s | ${holds(at0.mib8.oneShot.MiBs >= 60)} |`);
     }
