@@ -1,7 +1,6 @@
 package daytonatest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -51,7 +49,7 @@ func tbExecute(c *call) {
 	}
 	script := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; trap '' XFSZ\n%s\n", sb.fsizeBlocks(), req.Command)
 	cmd, err := sb.command([]string{bashBinary()}, dir, sb.baseEnv(req.Envs), false)
-	var out lockedBuffer
+	var out outputBuffer
 	if err == nil {
 		cmd.Stdin = strings.NewReader(script)
 		cmd.Stdout = &out
@@ -84,13 +82,17 @@ func tbExecute(c *call) {
 		defer t.Stop()
 		timeout = t.C
 	}
+	answered := false
 	select {
 	case err := <-done:
 		code := exitCodeOf(err)
 		if errors.Is(err, osexec.ErrWaitDelay) && cmd.ProcessState != nil {
 			code = cmd.ProcessState.ExitCode()
 		}
-		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": code, "result": out.String()})
+		parts, release := out.take()
+		defer release()
+		answered = true
+		writeExecuteAnswer(c.w, code, parts)
 	case <-timeout:
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
@@ -99,23 +101,10 @@ func tbExecute(c *call) {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-done
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	if !answered {
+		_, release := out.take() // the output goes unsent: its chunks back to the pool
+		release()
+	}
 }
 
 func exitCodeOf(err error) int {

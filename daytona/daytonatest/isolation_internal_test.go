@@ -2,15 +2,35 @@ package daytonatest
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
+// noteBuffer takes the note as it is written, from any goroutine.
+type noteBuffer struct {
+	mu   sync.Mutex
+	text []byte
+}
+
+func (n *noteBuffer) Write(p []byte) (int, error) {
+	n.mu.Lock()
+	n.text = append(n.text, p...)
+	n.mu.Unlock()
+	return len(p), nil
+}
+
+func (n *noteBuffer) String() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return string(n.text)
+}
+
 // withNote routes the fallback note to a fresh once and buffer.
-func withNote(t *testing.T) *lockedBuffer {
-	w := &lockedBuffer{}
+func withNote(t *testing.T) *noteBuffer {
+	w := &noteBuffer{}
 	noteMu.Lock()
 	old := note
 	note = &fallbackNote{w: w}

@@ -272,6 +272,19 @@ func TestOneShotExecute(t *testing.T) {
 
 	st, _ = c.tb(sb.ID, "POST", "/process/execute", map[string]any{"command": "true", "envs": map[string]string{"1BAD": "x"}})
 	assert.Equal(t, 400, st)
+
+	// The answer is byte for byte json.Marshal's (HTML characters, U+2028,
+	// invalid UTF-8 as \ufffd), also for output larger than the emulator's
+	// chunks, whose multi-byte sequences straddle pipe reads.
+	var want strings.Builder
+	for i := 1; i <= 20000; i++ {
+		fmt.Fprintf(&want, "\xe2\x82\xac<%d>&\xff\xe2\x80\xa8\"\n", i)
+	}
+	st, b = c.tb(sb.ID, "POST", "/process/execute", map[string]any{"command": `for i in $(seq 1 20000); do printf '\xe2\x82\xac<%d>&\xff\xe2\x80\xa8"\n' $i; done`})
+	require.Equal(t, 200, st)
+	raw, err := json.Marshal(map[string]any{"exitCode": 0, "result": want.String()})
+	require.NoError(t, err)
+	require.Equal(t, string(raw), string(b))
 }
 
 func TestPTY(t *testing.T) {
