@@ -128,9 +128,26 @@ func (h *chanHost) until(what string, cond func(log []frame) bool) []frame {
 		select {
 		case <-ch:
 		case <-deadline:
-			h.t.Fatalf("timed out waiting for %s", what)
+			h.t.Fatalf("timed out waiting for %s; frames received: %s", what, summary(log))
 		}
 	}
+}
+
+// summary lists frames by method (notifications) or id (responses), for a
+// failure message.
+func summary(log []frame) string {
+	var b strings.Builder
+	for i, f := range log {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		if f.Method != "" {
+			b.WriteString(f.Method)
+		} else {
+			fmt.Fprintf(&b, "reply#%s", f.ID)
+		}
+	}
+	return "[" + b.String() + "]"
 }
 
 // notes returns the params of the notifications of one method.
