@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/daytonaworker/daytona-worker/exec/exectest"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
@@ -424,42 +426,81 @@ func TestDuplexChannelsCloseOnRelease(t *testing.T) {
 // A release that ends a channel after the open's reply was written but
 // before the worker started the channel's reader (the reply's write held
 // until the release's kill reached Daytona) still reports the exit, before
-// the release answers.
-func TestDuplexChannelReleasedBeforeBind(t *testing.T) {
-	e, l, id := leased(t, nil)
-	h := newChanHost(t, e)
-	held := h.holdNextFrame()
-	open := h.send("duplexChannelOpen", with(leaseBase(l), "hostRouteId", "duplex-route-11", "command", []string{"cat"}))
-	var reply frame
-	select {
-	case b := <-held.frame:
-		require.NoError(t, json.Unmarshal(b, &reply))
-	case <-time.After(30 * time.Second):
-		t.Fatal("the open was not answered within 30 s")
+// the release answers: a kill's 137, or no code when the socket closed
+// first.
+func TestChannelReleasedBeforeBind(t *testing.T) {
+	for _, c := range []struct {
+		name, method string
+		params       func(t *testing.T, l lease) map[string]any
+		exitMethod   string
+		exits        func(t *testing.T, log []frame, sid string) []*int
+	}{
+		{"duplex", "duplexChannelOpen",
+			func(_ *testing.T, l lease) map[string]any {
+				return with(leaseBase(l), "hostRouteId", "duplex-route-11", "command", []string{"cat"})
+			},
+			duplexExitMethod,
+			func(t *testing.T, log []frame, sid string) []*int {
+				var out []*int
+				for _, x := range exits(t, log, sid) {
+					require.Equal(t, x.ExitCode == nil, x.TransportClosed, "%+v", x)
+					out = append(out, x.ExitCode)
+				}
+				return out
+			}},
+		{"login", "loginPtyOpen",
+			func(t *testing.T, l lease) map[string]any {
+				return with(leaseBase(l), "hostRouteId", uuid.NewString(), "loginCommandKey", "claude", "sessionHome", sessionHome(t))
+			},
+			loginExitMethod,
+			func(t *testing.T, log []frame, sid string) []*int {
+				var out []*int
+				for _, x := range loginExits(t, log, sid) {
+					out = append(out, x.ExitCode)
+				}
+				return out
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, l, id := leased(t, nil)
+			h := newChanHost(t, e)
+			held := h.holdNextFrame()
+			open := h.send(c.method, c.params(t, l))
+			var reply frame
+			select {
+			case b := <-held.frame:
+				require.NoError(t, json.Unmarshal(b, &reply))
+			case <-time.After(30 * time.Second):
+				t.Fatal("the open was not answered within 30 s")
+			}
+			require.Equal(t, json.RawMessage(`1`), reply.ID, "the held frame is the open's reply")
+			require.Nil(t, reply.Error, "open failed: %+v", reply.Error)
+			var r struct {
+				WorkerSessionID string `json:"workerSessionId"`
+			}
+			require.NoError(t, json.Unmarshal(reply.Result, &r))
+			require.NotEmpty(t, r.WorkerSessionID)
+			release := h.send("environmentReleaseLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", l.Metadata))
+			e.awaitRequests("DELETE", "/process/pty/{sessionId}", 1)
+			close(held.release)
+			require.Nil(t, h.await(open).Error)
+			require.Nil(t, h.await(release).Error)
+			log := h.until("exit", func(log []frame) bool { return len(c.exits(t, log, r.WorkerSessionID)) > 0 })
+			codes := c.exits(t, log, r.WorkerSessionID)
+			require.Len(t, codes, 1)
+			require.True(t, codes[0] == nil || *codes[0] == 137, "killed: %v", codes[0])
+			exitAt, replyAt := -1, -1
+			for i, fr := range log {
+				if fr.Method == c.exitMethod && exitAt < 0 {
+					exitAt = i
+				}
+				if string(fr.ID) == "2" {
+					replyAt = i
+				}
+			}
+			require.Less(t, exitAt, replyAt, "the channel ended before the release answered")
+		})
 	}
-	require.Equal(t, json.RawMessage(`1`), reply.ID, "the held frame is the open's reply")
-	require.Nil(t, reply.Error, "open failed: %+v", reply.Error)
-	var r rpc.DuplexRoute
-	require.NoError(t, json.Unmarshal(reply.Result, &r))
-	release := h.send("environmentReleaseLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", l.Metadata))
-	e.awaitRequests("DELETE", "/process/pty/{sessionId}", 1)
-	close(held.release)
-	require.Nil(t, h.await(open).Error)
-	require.Nil(t, h.await(release).Error)
-	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
-	x := exits(t, log, r.WorkerSessionID)
-	require.Len(t, x, 1)
-	require.True(t, x[0].TransportClosed || (x[0].ExitCode != nil && *x[0].ExitCode == 137), "killed: %+v", x[0])
-	exitAt, replyAt := -1, -1
-	for i, fr := range log {
-		if fr.Method == duplexExitMethod && exitAt < 0 {
-			exitAt = i
-		}
-		if string(fr.ID) == "2" {
-			replyAt = i
-		}
-	}
-	require.Less(t, exitAt, replyAt, "the channel ended before the release answered")
 }
 
 // Opens fail closed: a lease this worker never served, an empty command.
