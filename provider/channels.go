@@ -155,10 +155,15 @@ type channel struct {
 	leftover    []byte       // output read during the open, sent first
 	dup         *duplexState // duplex channels only
 
-	mu    sync.Mutex
-	bound bool // the open reply is out: frames may flow
-	muted bool // the host closed the route: nothing more is sent
-	ended bool // killed or exited: writes are no-ops
+	mu sync.Mutex
+	// replying: the open succeeded and bind runs once its reply is out;
+	// settled is closed when bind has run. end waits for both, so a
+	// teardown that races the reply still reports the exit.
+	replying bool
+	settled  chan struct{}
+	bound    bool // the open reply is out: frames may flow
+	muted    bool // the host closed the route: nothing more is sent
+	ended    bool // killed or exited: writes are no-ops
 	// writerDone: the writer has stopped; nothing may be queued.
 	writerDone bool
 	writes     chan *writeJob
@@ -202,13 +207,44 @@ func (ch *channel) openTerm(ctx context.Context) error {
 // errRouteClosed answers an open whose route the host closed meanwhile.
 var errRouteClosed = errors.New("the host closed the route while it was opening")
 
+// errEndedOpening answers an open whose channel a lease teardown (or a
+// restart of its sandbox) ended before the reply: the host never learns a
+// route that is already over, and the open's failure path kills a process
+// the teardown's kill may have preceded.
+type errEndedOpening struct{ what string }
+
+func (e errEndedOpening) Error() string {
+	return "Daytona " + e.what + ": the lease was torn down or restarted while the channel was opening."
+}
+
+// bindAfterReply is the last step of a successful open: bind runs once
+// the reply is out. A channel ended meanwhile (not by the host's close,
+// which only mutes it) fails the open instead. From here on end waits for
+// bind: the host learns the route from the reply, so it must get the
+// route's exit, before a teardown that ends the channel answers.
+func (ch *channel) bindAfterReply(ctx context.Context, what string, lifetime time.Duration) error {
+	ch.mu.Lock()
+	if ch.ended && !ch.muted {
+		ch.mu.Unlock()
+		return errEndedOpening{what}
+	}
+	ch.replying = true
+	ch.settled = make(chan struct{})
+	ch.mu.Unlock()
+	rpc.AfterReply(ctx, func() { ch.bind(lifetime) })
+	return nil
+}
+
 // bind starts the reader and the writer once the open reply is out, unless
-// the host closed the route meanwhile.
+// the host closed the route meanwhile. A channel ended (killed) between
+// the reply and here is bound all the same: its reader reports the exit
+// the host now expects.
 func (ch *channel) bind(lifetime time.Duration) {
 	ch.mu.Lock()
 	defer ch.mu.Unlock()
-	if ch.muted || ch.ended {
-		// Ended before it bound: writes queued since the reply are no-ops.
+	defer close(ch.settled)
+	if ch.muted {
+		// Closed before it bound: writes queued since the reply are no-ops.
 		ch.writerDone = true
 		go ch.drainWrites()
 		return
@@ -394,20 +430,44 @@ func (ch *channel) kill() {
 // and disconnects. It is idempotent.
 func (ch *channel) end(ctx context.Context) {
 	ch.kill()
+	ch.awaitExit(ctx)
 	ch.mu.Lock()
-	readEnd, conn, bound := ch.readEnd, ch.conn, ch.bound
+	conn := ch.conn
 	ch.mu.Unlock()
-	if bound {
-		t := time.NewTimer(drainBound)
-		select {
-		case <-readEnd:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-	}
 	if conn != nil {
 		_ = conn.Close()
+	}
+}
+
+// awaitExit waits, within drainBound, until the reader has reported the
+// exit of a channel whose open succeeded: when the open's reply is still
+// on its way, first until bind started the reader.
+func (ch *channel) awaitExit(ctx context.Context) {
+	ch.mu.Lock()
+	replying, settled := ch.replying, ch.settled
+	ch.mu.Unlock()
+	if !replying {
+		return // the open failed or is still running: its own path ends it
+	}
+	t := time.NewTimer(drainBound)
+	defer t.Stop()
+	select {
+	case <-settled:
+	case <-t.C:
+		return
+	case <-ctx.Done():
+		return
+	}
+	ch.mu.Lock()
+	readEnd, bound := ch.readEnd, ch.bound
+	ch.mu.Unlock()
+	if !bound {
+		return // the host closed it: nothing is reported
+	}
+	select {
+	case <-readEnd:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/daytonaworker/daytona-worker/exec/exectest"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
@@ -31,6 +33,51 @@ type chanHost struct {
 	calls map[string]chan frame
 	log   []frame // every frame the worker sent, in order
 	cond  chan struct{}
+	out   *holdWriter
+}
+
+// holdWriter is the worker's output: a held frame stays in the worker's
+// write (the stream's write lock taken, the write not returned) until the
+// test lets it through.
+type holdWriter struct {
+	w    io.Writer
+	mu   sync.Mutex
+	next *heldFrame
+}
+
+// heldFrame is one frame the worker is writing: frame receives its bytes
+// once the write began; closing release completes the write.
+type heldFrame struct {
+	frame   chan []byte
+	release chan struct{}
+}
+
+func (hw *holdWriter) Write(p []byte) (int, error) {
+	hw.mu.Lock()
+	held := hw.next
+	hw.next = nil
+	hw.mu.Unlock()
+	if held != nil {
+		held.frame <- append([]byte(nil), p...)
+		<-held.release
+	}
+	return hw.w.Write(p)
+}
+
+// holdNextFrame holds the next frame the worker writes.
+func (h *chanHost) holdNextFrame() *heldFrame {
+	held := &heldFrame{frame: make(chan []byte, 1), release: make(chan struct{})}
+	h.out.mu.Lock()
+	h.out.next = held
+	h.out.mu.Unlock()
+	h.t.Cleanup(func() {
+		select {
+		case <-held.release:
+		default:
+			close(held.release)
+		}
+	})
+	return held
 }
 
 type frame struct {
@@ -47,11 +94,11 @@ type frame struct {
 func newChanHost(t *testing.T, e *testEnv) *chanHost {
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	h := &chanHost{t: t, e: e, w: inW, calls: map[string]chan frame{}, cond: make(chan struct{})}
+	h := &chanHost{t: t, e: e, w: inW, calls: map[string]chan frame{}, cond: make(chan struct{}), out: &holdWriter{w: outW}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = rpc.Serve(context.Background(), inR, outW, rpc.Options{Registry: e.reg})
+		_ = rpc.Serve(context.Background(), inR, h.out, rpc.Options{Registry: e.reg})
 		outW.Close()
 	}()
 	go func() {
@@ -128,9 +175,26 @@ func (h *chanHost) until(what string, cond func(log []frame) bool) []frame {
 		select {
 		case <-ch:
 		case <-deadline:
-			h.t.Fatalf("timed out waiting for %s", what)
+			h.t.Fatalf("timed out waiting for %s; frames received: %s", what, summary(log))
 		}
 	}
+}
+
+// summary lists frames by method (notifications) or id (responses), for a
+// failure message.
+func summary(log []frame) string {
+	var b strings.Builder
+	for i, f := range log {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		if f.Method != "" {
+			b.WriteString(f.Method)
+		} else {
+			fmt.Fprintf(&b, "reply#%s", f.ID)
+		}
+	}
+	return "[" + b.String() + "]"
 }
 
 // notes returns the params of the notifications of one method.
@@ -357,6 +421,86 @@ func TestDuplexChannelsCloseOnRelease(t *testing.T) {
 	f = h.call("duplexChannelOpen", with(leaseBase(l), "hostRouteId", "duplex-route-8", "command", []string{"cat"}))
 	require.NotNil(t, f.Error)
 	require.Equal(t, "Daytona duplex channel: no cached sandbox resolves the provider lease.", f.Error.Message)
+}
+
+// A release that ends a channel after the open's reply was written but
+// before the worker started the channel's reader (the reply's write held
+// until the release's kill reached Daytona) still reports the exit, before
+// the release answers: a kill's 137, or no code when the socket closed
+// first.
+func TestChannelReleasedBeforeBind(t *testing.T) {
+	for _, c := range []struct {
+		name, method string
+		params       func(t *testing.T, l lease) map[string]any
+		exitMethod   string
+		exits        func(t *testing.T, log []frame, sid string) []*int
+	}{
+		{"duplex", "duplexChannelOpen",
+			func(_ *testing.T, l lease) map[string]any {
+				return with(leaseBase(l), "hostRouteId", "duplex-route-11", "command", []string{"cat"})
+			},
+			duplexExitMethod,
+			func(t *testing.T, log []frame, sid string) []*int {
+				var out []*int
+				for _, x := range exits(t, log, sid) {
+					require.Equal(t, x.ExitCode == nil, x.TransportClosed, "%+v", x)
+					out = append(out, x.ExitCode)
+				}
+				return out
+			}},
+		{"login", "loginPtyOpen",
+			func(t *testing.T, l lease) map[string]any {
+				return with(leaseBase(l), "hostRouteId", uuid.NewString(), "loginCommandKey", "claude", "sessionHome", sessionHome(t))
+			},
+			loginExitMethod,
+			func(t *testing.T, log []frame, sid string) []*int {
+				var out []*int
+				for _, x := range loginExits(t, log, sid) {
+					out = append(out, x.ExitCode)
+				}
+				return out
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, l, id := leased(t, nil)
+			h := newChanHost(t, e)
+			held := h.holdNextFrame()
+			open := h.send(c.method, c.params(t, l))
+			var reply frame
+			select {
+			case b := <-held.frame:
+				require.NoError(t, json.Unmarshal(b, &reply))
+			case <-time.After(30 * time.Second):
+				t.Fatal("the open was not answered within 30 s")
+			}
+			require.Equal(t, json.RawMessage(`1`), reply.ID, "the held frame is the open's reply")
+			require.Nil(t, reply.Error, "open failed: %+v", reply.Error)
+			var r struct {
+				WorkerSessionID string `json:"workerSessionId"`
+			}
+			require.NoError(t, json.Unmarshal(reply.Result, &r))
+			require.NotEmpty(t, r.WorkerSessionID)
+			release := h.send("environmentReleaseLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", l.Metadata))
+			e.awaitRequests("DELETE", "/process/pty/{sessionId}", 1)
+			close(held.release)
+			require.Nil(t, h.await(open).Error)
+			require.Nil(t, h.await(release).Error)
+			log := h.until("exit", func(log []frame) bool { return len(c.exits(t, log, r.WorkerSessionID)) > 0 })
+			codes := c.exits(t, log, r.WorkerSessionID)
+			require.Len(t, codes, 1)
+			require.True(t, codes[0] == nil || *codes[0] == 137, "killed: %v", codes[0])
+			exitAt, replyAt := -1, -1
+			for i, fr := range log {
+				if fr.Method == c.exitMethod && exitAt < 0 {
+					exitAt = i
+				}
+				if string(fr.ID) == "2" {
+					replyAt = i
+				}
+			}
+			require.Less(t, exitAt, replyAt, "the channel ended before the release answered")
+		})
+	}
 }
 
 // Opens fail closed: a lease this worker never served, an empty command.

@@ -113,12 +113,15 @@ func (d *Driver) duplexOpen(ctx context.Context, p rpc.DuplexOpenParams) (rpc.Du
 	}
 	ctx, cancel := context.WithTimeout(ctx, openBound)
 	defer cancel()
-	if err := ch.start(ctx, line, marker); err != nil {
+	err = ch.start(ctx, line, marker)
+	if err == nil {
+		err = ch.bindAfterReply(ctx, "duplex channel", duplexLifetime)
+	}
+	if err != nil {
 		d.chans.unregister(false, ch, false)
 		ch.end(context.Background())
 		return rpc.DuplexRoute{}, err
 	}
-	rpc.AfterReply(ctx, func() { ch.bind(duplexLifetime) })
 	return rpc.DuplexRoute{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid}, nil
 }
 

@@ -99,15 +99,16 @@ func (d *Driver) loginOpen(ctx context.Context, p rpc.LoginPtyOpenParams) (rpc.L
 		if err := ch.openTerm(ctx); err != nil {
 			return err
 		}
-		_, err := ch.conn.WriteContext(ctx, []byte(line+"\r"))
-		return err
+		if _, err := ch.conn.WriteContext(ctx, []byte(line+"\r")); err != nil {
+			return err
+		}
+		return ch.bindAfterReply(ctx, "login pseudo-terminal", 0)
 	}()
 	if err != nil {
 		d.chans.unregister(true, ch, false)
 		ch.end(context.Background())
 		return rpc.LoginPtyOpenResult{}, err
 	}
-	rpc.AfterReply(ctx, func() { ch.bind(0) })
 	return rpc.LoginPtyOpenResult{WorkerSessionID: ch.sid}, nil
 }
 
