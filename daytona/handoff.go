@@ -13,12 +13,15 @@ import (
 // answer's header is being read is held back (see cancelGate). Reading a
 // header is a matter of microseconds once its first byte is in; only a
 // server that stalls half-way through a header (or sends 1xx answers
-// first) makes a caller wait this long after cancelling.
+// first) makes a caller wait this long after cancelling. Only a transport
+// goroutine stalled this long between pooling a connection and reporting
+// it could let a cause forwarded after the grace reach the next request;
+// that request then fails with errConnAbandoned.
 const headerStallGrace = 5 * time.Second
 
 // cancelGate carries the caller's cancellation of one request to the HTTP
 // transport, except in the one window where Go's HTTP/1 transport would
-// turn it against another request.
+// turn it against another request (docs/daytona.md#connections).
 //
 // The transport puts a connection whose answer has no body (Content-Length
 // 0: a session create, an empty log snapshot) back in the pool before it
@@ -26,8 +29,10 @@ const headerStallGrace = 5 * time.Second
 // take it at once and write on it. If the first request's context is
 // cancelled in between, the transport closes the connection and records
 // that cause on it; the second request then fails with the first one's
-// cause although its own context is alive, and may already have reached
-// the server, so it cannot safely be retried. The transport therefore
+// cause although its own context is alive. Retrying that request is not
+// safe: it had a connection and may already have written itself, and an
+// exec dispatch or a create must reach the server at most once. The
+// failure is therefore prevented rather than repaired: the transport
 // sees the request under a context of its own (the caller's values, not
 // its cancellation), and the gate forwards the caller's cancellation:
 //   - at once until the first byte of the answer arrives, and again once
