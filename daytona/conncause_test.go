@@ -7,6 +7,7 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,20 +19,27 @@ import (
 // ctxRecorder is the client's transport, remembering the context the
 // transport itself is given for requests whose path ends in suffix: that
 // is the context whose cancellation the transport acts on.
+// It also remembers the length those answers announced.
 type ctxRecorder struct {
 	rt     http.RoundTripper
 	suffix string
 	got    chan context.Context
+	length atomic.Int64
 }
 
 func (r *ctxRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(req.URL.Path, r.suffix) {
+	match := strings.HasSuffix(req.URL.Path, r.suffix)
+	if match {
 		select {
 		case r.got <- req.Context():
 		default:
 		}
 	}
-	return r.rt.RoundTrip(req)
+	resp, err := r.rt.RoundTrip(req)
+	if match && resp != nil {
+		r.length.Store(resp.ContentLength)
+	}
+	return resp, err
 }
 
 // A request whose own context is alive never fails with another request's
@@ -49,6 +57,7 @@ func TestRequestNeverFailsWithAnotherRequestsCancellation(t *testing.T) {
 	tr := daytona.NewTransport()
 	tr.MaxConnsPerHost = 1 // B must wait for A's connection
 	rec := &ctxRecorder{rt: tr, suffix: "/logs", got: make(chan context.Context, 1)}
+	rec.length.Store(-1)
 	env := testenv.New(t, testenv.WithClient(daytona.WithHTTPClient(&http.Client{Transport: rec})))
 	sb := env.StartSandbox(t, nil)
 	ref := sb.Ref()
@@ -99,4 +108,5 @@ func TestRequestNeverFailsWithAnotherRequestsCancellation(t *testing.T) {
 	require.NotErrorIs(t, errB, causeA, "B failed with A's cancellation cause")
 	require.NoError(t, errB)
 	require.Contains(t, env.Server.Sessions(sb.ID), "s2")
+	require.Zero(t, rec.length.Load(), "A's answer has no body: the case this test is about")
 }
