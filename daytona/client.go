@@ -411,6 +411,14 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 
 		var conn connTrace
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), gate.trace(conn.trace())))
+		if ctx.Err() != nil {
+			// The gate forwards a cancellation from a goroutine of its
+			// own, which may not have run yet: a call cancelled before it
+			// starts must not be sent (the transport refused ctx itself
+			// when it saw it directly).
+			gate.release()
+			return nil, nil, &TransportError{Method: cl.rt.method, Route: cl.rt.tmpl, Err: ctx.Err()}
+		}
 		resp, err := c.hc.Do(req)
 		gate.answered()
 		var callErr error

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,3 +72,31 @@ func TestAnotherCallsCancellationReadsAsAClosedConnection(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// A call whose context is cancelled before it starts sends nothing,
+// although the transport no longer sees the caller's context itself and
+// the gate forwards a cancellation from a goroutine of its own. With one
+// processor that goroutine runs only once the call blocks, and an idle
+// connection lets the call write at once: a call that relied on the
+// forwarding alone would be sent.
+func TestCancelledBeforeTheCallSendsNothing(t *testing.T) {
+	f := newFixture(t)
+	var created atomic.Int64
+	f.mux.HandleFunc("POST /toolbox/sb-1/process/session", func(w http.ResponseWriter, _ *http.Request) {
+		created.Add(1)
+		w.WriteHeader(http.StatusCreated)
+	})
+	_, err := f.c.Toolbox.CreateSession(t.Context(), f.ref, "warm") // leaves an idle connection
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for range 20 {
+		_, err := f.c.Toolbox.CreateSession(ctx, f.ref, "s1")
+		require.ErrorIs(t, err, context.Canceled)
+		require.Equal(t, "daytona: POST /process/session: context canceled", err.Error())
+	}
+	_, err = f.c.Toolbox.CreateSession(t.Context(), f.ref, "last") // the server has read all that was sent
+	require.NoError(t, err)
+	require.EqualValues(t, 2, created.Load(), "only the live calls reached the server")
+}
