@@ -50,6 +50,9 @@ type Client struct {
 	retry     RetryPolicy
 	poll      func() backoff.BackOff
 	jsonLimit int64 // bound of decoded JSON answers (maxJSONBody; tests lower it)
+	// headerGrace: how long a cancellation is held back while an answer's
+	// header is read (headerStallGrace; tests lower it), see cancelGate.
+	headerGrace time.Duration
 
 	mu      sync.Mutex
 	secrets []string // learned tokens to redact (preview tokens, signed URLs)
@@ -212,8 +215,9 @@ func NewClient(opts ...Option) (*Client, error) {
 			MaxRetryAfter: 60 * time.Second,
 			Sleep:         sleepCtx,
 		},
-		poll:      defaultPollBackOff,
-		jsonLimit: maxJSONBody,
+		poll:        defaultPollBackOff,
+		jsonLimit:   maxJSONBody,
+		headerGrace: headerStallGrace,
 	}
 	if err := WithAPIURL(DefaultAPIURL)(c); err != nil {
 		return nil, err
@@ -378,8 +382,13 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 		case cl.body != nil:
 			body = bytes.NewReader(cl.body)
 		}
-		req, err := http.NewRequestWithContext(ctx, cl.rt.method, target, body)
+		// The transport sees the request under the gate's context, never
+		// ctx itself: see cancelGate for the cancellation of one request
+		// that Go's transport would otherwise turn against another.
+		gate := newCancelGate(ctx, c.headerGrace)
+		req, err := http.NewRequestWithContext(gate.ctx, cl.rt.method, target, body)
 		if err != nil {
+			gate.release()
 			return nil, nil, &TransportError{Method: cl.rt.method, Route: cl.rt.tmpl, Err: c.cleanTransportErr(err)}
 		}
 		if cl.stream != nil {
@@ -401,26 +410,45 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 		}
 
 		var conn connTrace
-		req = req.WithContext(httptrace.WithClientTrace(req.Context(), conn.trace()))
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), gate.trace(conn.trace())))
+		if ctx.Err() != nil {
+			// The gate forwards a cancellation from a goroutine of its
+			// own, which may not have run yet: a call cancelled before it
+			// starts must not be sent (the transport refused ctx itself
+			// when it saw it directly).
+			gate.release()
+			return nil, nil, &TransportError{Method: cl.rt.method, Route: cl.rt.tmpl, Err: ctx.Err()}
+		}
 		resp, err := c.hc.Do(req)
+		gate.answered()
 		var callErr error
 		var retryAfter time.Duration
 		retryable := false
 		if err != nil {
+			gate.release()
 			if ctx.Err() != nil {
 				// The context's error is more useful than the transport's.
 				return nil, nil, &TransportError{Method: cl.rt.method, Route: cl.rt.tmpl, Err: ctx.Err()}
 			}
 			te := &TransportError{Method: cl.rt.method, Route: cl.rt.tmpl, Err: c.cleanTransportErr(err), NotSent: conn.neverConnected(err)}
+			if ab := (*abandonedError)(nil); errors.As(err, &ab) {
+				// Another request's cancellation closed the connection
+				// under this one (its own context is alive). The request
+				// may have been written already, so it is retried only
+				// where any failure is (idempotent routes).
+				te.Err = errConnAbandoned
+			}
 			if cl.rt.api == mainAPI {
 				te.BaseURL = safeURL(c.apiURL)
 			}
 			callErr = te
 			retryable = cl.rt.retry == retryIdempotent
 		} else if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			resp.Body = &gatedBody{ReadCloser: resp.Body, gate: gate}
 			return resp, &Response{StatusCode: resp.StatusCode, Header: resp.Header, Route: cl.rt.String(), Attempts: attempt}, nil
 		} else {
 			callErr = c.newErrorResponse(cl.rt, resp)
+			gate.release()
 			switch {
 			case resp.StatusCode == http.StatusTooManyRequests:
 				var rl *RateLimitError
