@@ -165,10 +165,10 @@ func TestStatusLine(t *testing.T) {
 	}
 }
 
-// TestSettleFromRunTimes: the wait before a first read is the run time 70 %
+// TestSettleFromRunTimes: the wait before a first read is the run time 80 %
 // of the lease's recent short commands (of the last 8) stayed within, plus
-// a millisecond; none while nothing is known or while most recent
-// commands are long ones.
+// the margin (1 ms to start with); none while nothing is known or while
+// most recent commands are long ones.
 func TestSettleFromRunTimes(t *testing.T) {
 	ms := time.Millisecond
 	var r runTimes
@@ -182,15 +182,15 @@ func TestSettleFromRunTimes(t *testing.T) {
 	for _, d := range []time.Duration{22, 21, 25, 23, 24} {
 		r.add(d * ms)
 	}
-	// 2 s, then 20 21 22 23 24 25 30: the 5th of the 7 short ones
-	assert.Equal(t, 25*ms, r.settle())
+	// 2 s, then 20 21 22 23 24 25 30: the 6th of the 7 short ones
+	assert.Equal(t, 26*ms, r.settle())
 	r.add(400 * ms) // replaces the 2 s
-	assert.Equal(t, 25*ms, r.settle())
+	assert.Equal(t, 26*ms, r.settle())
 	for range 3 {
 		r.add(5 * time.Second)
 	}
-	// 21 23 24 25 400 5s 5s 5s: half short, the 3rd of 4
-	assert.Equal(t, 25*ms, r.settle())
+	// 21 23 24 25 400 5s 5s 5s: half short, the 4th of 4
+	assert.Equal(t, 26*ms, r.settle())
 	r.add(5 * time.Second)
 	// 23 24 25 400 5s 5s 5s 5s: most are long
 	assert.Equal(t, time.Duration(0), r.settle())
@@ -198,6 +198,33 @@ func TestSettleFromRunTimes(t *testing.T) {
 		r.add(10 * ms)
 	}
 	assert.Equal(t, 11*ms, r.settle(), "the oldest samples are gone")
+}
+
+// TestSettleMarginLearnsFromFirstReads: a first read that found a command
+// unfinished although the command ran no longer than the read's lead
+// grows the margin past that lead (the command's time outside its run
+// was longer); a read that found a long command unfinished teaches
+// nothing; reads that found the command finished shrink it back slowly,
+// never below 1 ms nor above 50 ms.
+func TestSettleMarginLearnsFromFirstReads(t *testing.T) {
+	ms := time.Millisecond
+	var r runTimes
+	r.add(30 * ms)
+	assert.Equal(t, 31*ms, r.settle())
+	r.learn(31*ms, 30*ms, false) // 1 ms of lead was not enough
+	assert.Equal(t, 33*ms, r.settle())
+	r.learn(40*ms, 30*ms, false) // nor were 10 ms
+	assert.Equal(t, 42*ms, r.settle())
+	r.learn(42*ms, 80*ms, false) // a long command: no lesson
+	assert.Equal(t, 42*ms, r.settle())
+	r.learn(42*ms, 30*ms, true)
+	assert.Equal(t, 41*ms+ms/2, r.settle(), "a hit takes half a millisecond off")
+	for range 100 {
+		r.learn(42*ms, 30*ms, true)
+	}
+	assert.Equal(t, 31*ms, r.settle(), "never below the floor")
+	r.learn(time.Second, 30*ms, false)
+	assert.Equal(t, 80*ms, r.settle(), "never above 50 ms")
 }
 
 // TestWrapInEveryShell runs a wrapped script in each session shell the

@@ -31,6 +31,9 @@ type run struct {
 	// long it took.
 	sent        time.Time
 	dispatchRTT time.Duration
+	// probed: the first read was a snapshot, sent lead after the dispatch.
+	probed bool
+	lead   time.Duration
 	retire      bool // take the session out of service afterwards
 	// observing: a follow connection closed cleanly or went silent, so
 	// reads now observe a command that may have ended (timeoutScope).
@@ -191,7 +194,7 @@ func (x *run) inSession() (Result, error) {
 	defer func() { x.r.releaseSession(x.ctx, x.lease, x.sess, x.retire) }()
 	res, err := x.observe()
 	if d, ok := x.out.runTime(); ok {
-		x.r.noteRunTime(x.lease, d)
+		x.r.noteRunTime(x.lease, d, x.probed, x.lead, x.observed == "fast_path")
 	}
 	return res, err
 }
@@ -283,6 +286,7 @@ func (x *run) observe() (Result, error) {
 		}
 	}
 	if settle > 0 || x.r.followFirst <= 0 || x.dispatchRTT >= x.r.followFirst {
+		x.probed, x.lead = true, x.r.clock.Now().Sub(x.sent)
 		_ = x.rawSnapshot(x.cmdCtx, FastPathBound, errFastPathBound)
 		if x.cmdCtx.Err() != nil {
 			return x.stopped(context.Cause(x.cmdCtx))
