@@ -34,7 +34,7 @@ type run struct {
 	// probed: the first read was a snapshot, sent lead after the dispatch.
 	probed bool
 	lead   time.Duration
-	retire      bool // take the session out of service afterwards
+	retire bool // take the session out of service afterwards
 	// observing: a follow connection closed cleanly or went silent, so
 	// reads now observe a command that may have ended (timeoutScope).
 	observing bool
