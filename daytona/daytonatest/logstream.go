@@ -451,6 +451,10 @@ func (ss *session) lines(stderr bool, bs [][]byte) {
 	ss.s.notify()
 }
 
+// sentinelTailMax is the longest text that may follow a sentinel: a colon
+// and a signed 64-bit integer.
+const sentinelTailMax = 1 + 20
+
 // lineLocked attributes one line to the current command and buffers its log
 // record; it returns that command (nil if none). ss.mu is held.
 func (ss *session) lineLocked(stderr bool, b []byte, complete bool) *command {
@@ -465,8 +469,13 @@ func (ss *session) lineLocked(stderr bool, b []byte, complete bool) *command {
 		// The sentinel ends the line, exactly: <token>:<cid>:<rc> on stdout,
 		// <token>:<cid> on stderr. (An xtrace or verbose echo of the exec
 		// line also contains the token, but never in this form.)
-		want := string(ss.token) + ":" + ss.dispatched[*idx].id
-		if i := bytes.LastIndex(b, []byte(want)); i >= 0 {
+		// Only the line's tail can hold it (at most a colon and an int
+		// after it), so only the tail is searched: a line of output costs
+		// no search of its whole length and no allocation.
+		want := ss.dispatched[*idx].sentinel
+		from := max(0, len(b)-len(want)-sentinelTailMax)
+		if i := bytes.LastIndex(b[from:], want); i >= 0 {
+			i += from
 			tail := string(b[i+len(want):])
 			if stderr && tail == "" {
 				content, sentinel = b[:i], true

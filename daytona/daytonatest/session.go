@@ -70,6 +70,7 @@ type command struct {
 	exitCode     *int
 	done         chan struct{}
 	pending      []byte // log records not yet written (flushLocked)
+	sentinel     []byte // <session token>:<id>, which ends its last line
 }
 
 func tbListSessions(c *call) {
@@ -366,6 +367,7 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 		id: uuid.NewString(), text: text, async: async, suppressEcho: suppressEcho,
 		done: make(chan struct{}),
 	}
+	cm.sentinel = []byte(string(ss.token) + ":" + cm.id)
 	cm.logPath = filepath.Join(ss.dir, cm.id+".log")
 	scriptPath := filepath.Join(ss.dir, cm.id+".sh")
 	// Readable by the sandbox user, who owns the (0700) dir.
