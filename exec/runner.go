@@ -115,7 +115,7 @@ var (
 	maxStreamAttempts = 2 // the first connection and one reconnect
 	sessionIDPrefix   = "paperclip-"
 	stdinFilePrefix   = "paperclip-stdin-"
-	defaultStdinDir   = "/tmp" // stdin files are /tmp/paperclip-stdin-<uuid>, as the reference stages them
+	stdinDir          = "/tmp" // stdin files are /tmp/paperclip-stdin-<uuid>, as the reference stages them
 	discardLogger     = slog.New(slog.DiscardHandler)
 )
 
@@ -124,10 +124,9 @@ var (
 // (opened once, single-flight), sessions retired after a timeout, and the
 // cancellation tombstone.
 type Runner struct {
-	clock    Clock
-	cap      int64
-	stdinDir string
-	log      *slog.Logger
+	clock Clock
+	cap   int64
+	log   *slog.Logger
 	// followFirst is Options.FollowFirstBelow.
 	followFirst time.Duration
 	// timeFirstRead is Options.TimeFirstRead.
@@ -139,7 +138,7 @@ type Runner struct {
 
 // NewRunner returns a Runner.
 func NewRunner(o Options) *Runner {
-	r := &Runner{clock: o.Clock, cap: o.OutputCap, stdinDir: defaultStdinDir, log: o.Logger,
+	r := &Runner{clock: o.Clock, cap: o.OutputCap, log: o.Logger,
 		followFirst: o.FollowFirstBelow, timeFirstRead: o.TimeFirstRead, leases: map[string]*lease{}}
 	if r.clock == nil {
 		r.clock = RealClock{}
@@ -503,7 +502,7 @@ func (r *Runner) Execute(ctx context.Context, t Target, req Request, sink Sink) 
 
 	stdinPath := ""
 	if req.Stdin != nil {
-		stdinPath = path.Join(r.stdinDir, stdinFilePrefix+uuid.NewString())
+		stdinPath = path.Join(stdinDir, stdinFilePrefix+uuid.NewString())
 		// Removed whatever happens, even after a failed or partial upload.
 		defer func() {
 			dctx, cancel := withBound(context.WithoutCancel(ctx), r.clock, cleanupBound, context.DeadlineExceeded)

@@ -53,12 +53,11 @@ func (r *runTimes) add(d time.Duration) {
 // exceeded lead-run, so the margin grows past that; a hit lets it shrink a
 // little, so a margin grown on a slow moment comes back down.
 func (r *runTimes) learn(lead, run time.Duration, found bool) {
-	r.margin = max(r.margin, marginFloor)
 	if found {
 		r.margin = max(marginFloor, r.margin-marginDecay)
 		return
 	}
-	r.margin = min(marginMax, max(r.margin, lead-run+marginStep))
+	r.margin = min(marginMax, max(r.margin, marginFloor, lead-run+marginStep))
 }
 
 // settle is how long after its dispatch was sent a command's first log

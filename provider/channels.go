@@ -156,14 +156,13 @@ type channel struct {
 	dup         *duplexState // duplex channels only
 
 	mu sync.Mutex
-	// replying: the open succeeded and bind runs once its reply is out;
-	// settled is closed when bind has run. end waits for both, so a
+	// settled is made when the open succeeded (bind runs once its reply
+	// is out) and closed when bind has run. end waits for it, so a
 	// teardown that races the reply still reports the exit.
-	replying bool
-	settled  chan struct{}
-	bound    bool // the open reply is out: frames may flow
-	muted    bool // the host closed the route: nothing more is sent
-	ended    bool // killed or exited: writes are no-ops
+	settled chan struct{}
+	bound   bool // the open reply is out: frames may flow
+	muted   bool // the host closed the route: nothing more is sent
+	ended   bool // killed or exited: writes are no-ops
 	// writerDone: the writer has stopped; nothing may be queued.
 	writerDone bool
 	writes     chan *writeJob
@@ -228,7 +227,6 @@ func (ch *channel) bindAfterReply(ctx context.Context, what string, lifetime tim
 		ch.mu.Unlock()
 		return errEndedOpening{what}
 	}
-	ch.replying = true
 	ch.settled = make(chan struct{})
 	ch.mu.Unlock()
 	rpc.AfterReply(ctx, func() { ch.bind(lifetime) })
@@ -444,9 +442,9 @@ func (ch *channel) end(ctx context.Context) {
 // on its way, first until bind started the reader.
 func (ch *channel) awaitExit(ctx context.Context) {
 	ch.mu.Lock()
-	replying, settled := ch.replying, ch.settled
+	settled := ch.settled
 	ch.mu.Unlock()
-	if !replying {
+	if settled == nil {
 		return // the open failed or is still running: its own path ends it
 	}
 	t := time.NewTimer(drainBound)
