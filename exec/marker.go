@@ -45,24 +45,36 @@ func newEndMarker() endMarker {
 }
 
 // wrap runs script in a subshell (a top-level exit cannot end the session
-// shell) inside a second one that reads the clock, prints the markers and
-// exits with the script's status, so the daemon records the command's own
-// exit code for the status read (the fallback evidence) and the session
-// shell keeps no variable of ours. The start time is unset again inside
-// the script's subshell, so the command sees no variable of ours either.
-// The form works in every shell the daemon may pick (zsh, bash, sh).
+// shell); the session shell itself then reads the clock, prints the
+// markers and ends with the script's status through a function that
+// returns it, so the daemon records the command's own exit code for the
+// status read (the fallback evidence). The function unsets itself and the
+// wrapper's variables, so the session shell keeps nothing of ours, and the
+// script's subshell unsets them first, so the command sees nothing of ours
+// either. No second subshell: each process creation costs milliseconds in
+// a sandbox, and a short command is mostly process creations
+// (docs/exec.md#end-markers). The form works in every shell the daemon may
+// pick (zsh, bash, sh).
 func (m endMarker) wrap(script string) string {
-	return "( " + zshClock + startVar + "=$EPOCHREALTIME; ( unset " + startVar + "; " + script + ` ); s=$?; printf '\037%s%s=%d;%s;%s\n' ` +
-		m.half1 + " " + m.half2 + ` "$s" "$` + startVar + `" "$EPOCHREALTIME"; printf '\037%s%s\n' ` +
-		m.half1 + " " + m.half2 + ` >&2; exit "$s" )`
+	return endFunc + "() { unset -f " + endFunc + "; unset " + startVar + " " + statusVar + `; return "$1"; }; ` +
+		zshClock + startVar + "=$EPOCHREALTIME; ( unset " + startVar + "; unset -f " + endFunc + "; " + script + " ); " +
+		statusVar + `=$?; printf '\037%s%s=%d;%s;%s\n' ` + m.half1 + " " + m.half2 + ` "$` + statusVar + `" "$` + startVar + `" "$EPOCHREALTIME"; ` +
+		`printf '\037%s%s\n' ` + m.half1 + " " + m.half2 + " >&2; " + endFunc + ` "$` + statusVar + `"`
 }
+
+// endFunc ends the wrapped command with the script's status; statusVar
+// holds that status while the markers are printed.
+const (
+	endFunc   = "__paperclip_end"
+	statusVar = "__paperclip_s"
+)
 
 // startVar holds the shell's clock when the wrapped command starts.
 const startVar = "__paperclip_t0"
 
 // zshClock loads the module that gives zsh (the daemon's first choice of
-// session shell) its $EPOCHREALTIME, in the wrapper's own subshell; other
-// shells skip it.
+// session shell) its $EPOCHREALTIME, once per session shell; other shells
+// skip it.
 const zshClock = `[ -z "$ZSH_VERSION" ] || zmodload zsh/datetime 2>/dev/null; `
 
 // scanMarker takes the next accepted bytes of stream i (0 stdout, 1

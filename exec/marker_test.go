@@ -3,6 +3,7 @@ package exec
 import (
 	"bytes"
 	"fmt"
+	"os"
 	osexec "os/exec"
 	"strings"
 	"testing"
@@ -117,7 +118,7 @@ func TestMarkerWrapNeverSpellsTheToken(t *testing.T) {
 	m := newEndMarker()
 	w := m.wrap("echo hi")
 	assert.NotContains(t, w, string(m.tok[1:]))
-	assert.Contains(t, w, "; ( unset __paperclip_t0; echo hi ); ", w)
+	assert.Contains(t, w, "; ( unset __paperclip_t0; unset -f __paperclip_end; echo hi ); ", w)
 	assert.Contains(t, w, m.half1+" "+m.half2)
 	assert.NotEqual(t, string(m.tok), string(newEndMarker().tok), "a new token per command")
 	assert.Len(t, m.tok, 33)
@@ -273,4 +274,75 @@ func TestWrapInEveryShell(t *testing.T) {
 		})
 	}
 	require.NotZero(t, ran, "no shell to run the wrapper in")
+}
+
+// shells returns the session shells the daemon may pick that this machine
+// has, with whether they have a clock.
+func shells(t *testing.T) []struct {
+	name, path string
+	timed      bool
+} {
+	var out []struct {
+		name, path string
+		timed      bool
+	}
+	for _, c := range []struct {
+		name  string
+		timed bool
+	}{{"zsh", true}, {"bash", true}, {"dash", false}} {
+		path, err := osexec.LookPath(c.name)
+		if err != nil {
+			t.Logf("%s: not installed here", c.name)
+			continue
+		}
+		out = append(out, struct {
+			name, path string
+			timed      bool
+		}{c.name, path, c.timed})
+	}
+	require.NotEmpty(t, out, "no shell to run the wrapper in")
+	return out
+}
+
+// TestWrappedCommandIsTheSessionShellsChild: between the session shell and
+// the command there is exactly one process creation (the subshell that
+// keeps exit from the session shell, which then becomes the command), so a
+// short command costs the sandbox no more processes than it must. Each
+// costs milliseconds there; before, the wrapper made three.
+func TestWrappedCommandIsTheSessionShellsChild(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(sh.name, func(t *testing.T) {
+			m := newEndMarker()
+			script := buildScript("sh", []string{"-c", "echo parent=$PPID"}, t.TempDir(), nil, "")
+			cmd := osexec.Command(sh.path, "-c", "echo shell=$$; "+m.wrap(script.execLast()))
+			cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
+			out, err := cmd.Output()
+			require.NoError(t, err, "%s", out)
+			var shellPID, parent int
+			for _, line := range strings.Split(string(out), "\n") {
+				_, _ = fmt.Sscanf(line, "shell=%d", &shellPID)
+				_, _ = fmt.Sscanf(line, "parent=%d", &parent)
+			}
+			require.NotZero(t, shellPID, "%s", out)
+			assert.Equal(t, shellPID, parent, "the command's parent is the session shell: %s", out)
+		})
+	}
+}
+
+// TestWrapLeavesTheSessionShellAsItWas: after a wrapped command the session
+// shell has no variable or function of the wrapper's, whatever the
+// command's status, and its $? is the command's.
+func TestWrapLeavesTheSessionShellAsItWas(t *testing.T) {
+	for _, sh := range shells(t) {
+		t.Run(sh.name, func(t *testing.T) {
+			m := newEndMarker()
+			check := `; echo "rc=$?"; for v in __paperclip_t0 __paperclip_s; do eval "[ -z \"\${$v+set}\" ]" || echo "left:$v"; done; ` +
+				`command -v __paperclip_end >/dev/null 2>&1 && echo left:__paperclip_end; exit 0`
+			cmd := osexec.Command(sh.path, "-c", m.wrap("exit 5")+check)
+			out, err := cmd.Output()
+			require.NoError(t, err, "%s", out)
+			assert.Contains(t, string(out), "rc=5\n")
+			assert.NotContains(t, string(out), "left:")
+		})
+	}
 }

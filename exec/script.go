@@ -48,18 +48,40 @@ const profilePrelude = `if [ -f /etc/profile ]; then . /etc/profile >/dev/null 2
 	` && if [ -f "$HOME/.bash_profile" ]; then . "$HOME/.bash_profile" >/dev/null 2>&1 || true; elif [ -f "$HOME/.bashrc" ]; then . "$HOME/.bashrc" >/dev/null 2>&1 || true; fi` +
 	` && if [ -f "$HOME/.zprofile" ]; then . "$HOME/.zprofile" >/dev/null 2>&1 || true; fi`
 
-// buildScript composes the one-line command script of docs/behavior.md#command-script:
-// profiles && cd 'cwd' && env K='v'… 'command' 'arg'… [< 'stdinPath'].
-// Caller env keys that are not git defaults follow in sorted order (Go maps
-// have no insertion order; sorting keeps the script deterministic).
-func buildScript(command string, args []string, cwd string, env map[string]string, stdinPath string) string {
+// commandScript is the one-line command script of
+// docs/behavior.md#command-script, with where its final `env` word starts.
+type commandScript struct {
+	text  string
+	envAt int
+}
+
+// String is the script exactly as the reference composes it, sent as is
+// on the one-shot path: profiles && cd 'cwd' && env K='v'… 'command' 'arg'…
+// [< 'stdinPath'].
+func (s commandScript) String() string { return s.text }
+
+// execLast is the same script with `exec` before its final env, for the
+// subshell the session wrapper runs it in: bash forks a subshell's last
+// command of an && list, and each process creation costs milliseconds in
+// a sandbox (docs/exec.md#end-markers). The command, its arguments, its
+// redirection and its exit status are the same; only its parent differs.
+func (s commandScript) execLast() string {
+	return s.text[:s.envAt] + "exec " + s.text[s.envAt:]
+}
+
+// buildScript composes the command script. Caller env keys that are not
+// git defaults follow in sorted order (Go maps have no insertion order;
+// sorting keeps the script deterministic).
+func buildScript(command string, args []string, cwd string, env map[string]string, stdinPath string) commandScript {
 	var b strings.Builder
 	b.WriteString(profilePrelude)
 	if cwd != "" {
 		b.WriteString(" && cd ")
 		b.WriteString(shell.Quote(cwd))
 	}
-	b.WriteString(" && env")
+	b.WriteString(" && ")
+	envAt := b.Len()
+	b.WriteString("env")
 	seen := map[string]bool{}
 	for _, kv := range gitDefaults {
 		v := kv[1]
@@ -89,7 +111,7 @@ func buildScript(command string, args []string, cwd string, env map[string]strin
 		b.WriteString(" < ")
 		b.WriteString(shell.Quote(stdinPath))
 	}
-	return b.String()
+	return commandScript{text: b.String(), envAt: envAt}
 }
 
 // GitNetworkTimeout caps the timeout of git commands that talk to a remote

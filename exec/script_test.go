@@ -9,14 +9,18 @@ import (
 )
 
 func TestBuildScriptExact(t *testing.T) {
-	got := buildScript("printf", []string{"hello"}, "/workspace", map[string]string{"FOO": "bar"}, "")
+	s := buildScript("printf", []string{"hello"}, "/workspace", map[string]string{"FOO": "bar"}, "")
+	got := s.String()
 	want := profilePrelude + ` && cd '/workspace' && env GIT_TERMINAL_PROMPT='0' GCM_INTERACTIVE='Never' GIT_ASKPASS='echo' SSH_ASKPASS='echo' SSH_ASKPASS_REQUIRE='force' FOO='bar' 'printf' 'hello'`
 	assert.Equal(t, want, got)
 	assert.True(t, strings.HasPrefix(got, "if [ -f /etc/profile ]; then"))
 	assert.NotContains(t, got, "nvm.sh")
 	assert.NotContains(t, got, "exec ")
+	// The session path's form differs by exec before the final env only.
+	assert.Equal(t, profilePrelude+` && cd '/workspace' && exec env GIT_TERMINAL_PROMPT='0' GCM_INTERACTIVE='Never' GIT_ASKPASS='echo' SSH_ASKPASS='echo' SSH_ASKPASS_REQUIRE='force' FOO='bar' 'printf' 'hello'`, s.execLast())
 
-	got = buildScript("cat", nil, "", map[string]string{"GIT_ASKPASS": "my helper", "B": "2", "A": "1"}, "/tmp/paperclip-stdin-x")
+	s = buildScript("cat", nil, "", map[string]string{"GIT_ASKPASS": "my helper", "B": "2", "A": "1"}, "/tmp/paperclip-stdin-x")
+	got = s.String()
 	assert.True(t, strings.HasSuffix(got, ` && env GIT_TERMINAL_PROMPT='0' GCM_INTERACTIVE='Never' GIT_ASKPASS='my helper' SSH_ASKPASS='echo' SSH_ASKPASS_REQUIRE='force' A='1' B='2' 'cat' < '/tmp/paperclip-stdin-x'`), got)
 	assert.NotContains(t, got, " && cd ")
 }
@@ -24,7 +28,7 @@ func TestBuildScriptExact(t *testing.T) {
 // TestBuildScriptQuotesEveryWord: the command and each argument reach the
 // shell as one literal word in the reference '"'"' form, whatever they hold.
 func TestBuildScriptQuotesEveryWord(t *testing.T) {
-	got := buildScript("abc", []string{"", "it's", "$(rm -rf /) `x` \"q\""}, "", nil, "")
+	got := buildScript("abc", []string{"", "it's", "$(rm -rf /) `x` \"q\""}, "", nil, "").String()
 	assert.True(t, strings.HasSuffix(got, ` 'abc' '' 'it'"'"'s' '$(rm -rf /) `+"`x`"+` "q"'`), got)
 }
 

@@ -19,7 +19,7 @@ type run struct {
 	start  time.Time
 	eff    time.Duration
 	git    bool
-	script string
+	script commandScript
 	out    *output
 
 	ctx    context.Context // caller + lease cancellation
@@ -206,7 +206,7 @@ func (x *run) inSession() (Result, error) {
 func (x *run) dispatch() error {
 	m := newEndMarker()
 	x.out.useMarker(m.tok)
-	wrapped := m.wrap(x.script)
+	wrapped := m.wrap(x.script.execLast())
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := x.r.acquireSession(x.cmdCtx, x.lease, x.t)
 		if err != nil {
@@ -542,7 +542,7 @@ func (x *run) oneShot() (Result, error) {
 	defer cancel()
 	gen := x.out.nextGen()
 	var off int64
-	code, _, err := x.t.Client.Toolbox.ExecuteStream(rctx, x.t.Sandbox, &daytona.ExecuteRequest{Command: x.script, Timeout: sec},
+	code, _, err := x.t.Client.Toolbox.ExecuteStream(rctx, x.t.Sandbox, &daytona.ExecuteRequest{Command: x.script.String(), Timeout: sec},
 		func(p []byte) error {
 			x.out.feed(gen, 0, off, p)
 			off += int64(len(p))

@@ -14,7 +14,7 @@ type runTimes struct {
 	last [runTimeSamples]time.Duration
 	n    int // samples held (≤ runTimeSamples)
 	next int // where the next sample goes
-	// margin: the dispatch reaching the shell, the subshells starting, the
+	// margin: the dispatch reaching the shell, the subshell starting, the
 	// markers reaching the log. It is learned from the first reads: a read
 	// that found a command unfinished although the command ran no longer
 	// than the read's lead over it shows the margin was short.
