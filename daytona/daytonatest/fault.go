@@ -73,6 +73,11 @@ type Fault struct {
 	// WSSilent accepts the WebSocket upgrade and then sends nothing, ever,
 	// until the client closes it.
 	WSSilent bool
+	// WSStall makes a log follow send WSStallAfterBytes payload bytes and
+	// then nothing more, while keeping the connection open, until the
+	// client closes it: a follow that falls behind the log for good.
+	WSStall           bool
+	WSStallAfterBytes int
 	// WSDropFinal makes a log follow close normally (1000) without sending
 	// its last data frame, as the daemon's race does (docs/daytona.md#follow-logs).
 	WSDropFinal bool

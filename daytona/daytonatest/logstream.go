@@ -87,6 +87,10 @@ func tbCommandLogs(c *call) {
 		}
 		return
 	}
+	if mode == modeRaw {
+		serveRawLog(c, cm.logPath)
+		return
+	}
 	raw, err := os.ReadFile(cm.logPath)
 	if err != nil {
 		writeToolboxError(c.w, c.r, http.StatusNotFound, "log file not found")
@@ -96,15 +100,34 @@ func tbCommandLogs(c *call) {
 	case modeSplit:
 		o, e := demux(raw)
 		writeJSON(c.w, http.StatusOK, map[string]string{"output": string(raw), "stdout": string(o), "stderr": string(e)})
-	case modeRaw:
-		c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		c.w.WriteHeader(http.StatusOK)
-		_, _ = c.w.Write(raw)
 	default:
 		c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		c.w.WriteHeader(http.StatusOK)
 		_, _ = c.w.Write(stripMarkers(raw))
 	}
+}
+
+// serveRawLog answers the log as it is now, markers included, straight
+// from the file (the kernel copies it to the socket): a snapshot of
+// megabytes costs the emulator no buffer of that size, so it does not
+// weigh on the session path more than the daemon would. What the labeler
+// appends after the size was taken is the next read's.
+func serveRawLog(c *call, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		writeToolboxError(c.w, c.r, http.StatusNotFound, "log file not found")
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		writeToolboxError(c.w, c.r, http.StatusInternalServerError, err.Error())
+		return
+	}
+	c.w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	c.w.Header().Set("Content-Length", strconv.FormatInt(st.Size(), 10))
+	c.w.WriteHeader(http.StatusOK)
+	_, _ = io.CopyN(c.w, f, st.Size())
 }
 
 func isWebSocket(r *http.Request) bool {
@@ -244,7 +267,7 @@ func (c *call) followWS(ss *session, cm *command, mode outputMode) {
 		_ = conn.CloseNow()
 		return
 	}
-	ws := &wsSender{conn: conn, fault: fault}
+	ws := &wsSender{conn: conn, fault: fault, closing: c.s.done}
 	tail := &logTail{ss: ss, cm: cm, f: f}
 	var st *stripper
 	if mode == modeStripped {
@@ -292,9 +315,10 @@ func (c *call) followWS(ss *session, cm *command, mode outputMode) {
 
 // wsSender writes binary frames and applies the WSClose fault.
 type wsSender struct {
-	conn  *websocket.Conn
-	fault *Fault
-	sent  int
+	conn    *websocket.Conn
+	fault   *Fault
+	closing <-chan struct{} // the server is closing
+	sent    int
 }
 
 // send writes p; false if the connection is gone (or was cut by a fault).
@@ -311,6 +335,18 @@ func (w *wsSender) send(ctx context.Context, p []byte) bool {
 			_ = w.conn.CloseNow()
 			return false
 		}
+	}
+	if f := w.fault; f != nil && f.WSStall && w.sent+len(p) > f.WSStallAfterBytes {
+		if left := f.WSStallAfterBytes - w.sent; left > 0 {
+			_ = w.conn.Write(ctx, websocket.MessageBinary, p[:left])
+			w.sent += left
+		}
+		select { // until the client closes the connection
+		case <-ctx.Done():
+		case <-w.closing:
+		}
+		_ = w.conn.CloseNow()
+		return false
 	}
 	if err := w.conn.Write(ctx, websocket.MessageBinary, p); err != nil {
 		_ = w.conn.CloseNow()

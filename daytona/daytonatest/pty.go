@@ -391,7 +391,7 @@ func tbConnectPty(c *call) {
 			}
 		}
 	}()
-	ws := &wsSender{conn: conn, fault: c.fault}
+	ws := &wsSender{conn: conn, fault: c.fault, closing: c.s.done}
 	defer func() {
 		p.mu.Lock()
 		delete(p.clients, cl)

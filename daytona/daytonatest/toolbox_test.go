@@ -222,6 +222,33 @@ func TestAsyncCommandLogsAndFollow(t *testing.T) {
 	assert.Equal(t, 3000, bytes.Count(big, []byte("\x01\x01\x01line ")))
 }
 
+// TestRawLogSnapshotIsTheFileWithItsLength: the raw snapshot (the
+// version headers between 0.27 and 0.167) is the log file as it stands,
+// markers included, with its length announced: it is served from the file,
+// so a snapshot of megabytes costs the emulator no buffer of that size.
+func TestRawLogSnapshotIsTheFileWithItsLength(t *testing.T) {
+	c := newTC(t)
+	sb := c.create(nil)
+	c.session(sb.ID, "s")
+	r := c.exec(sb.ID, "s", `head -c 1048576 /dev/zero | tr '\0' a | fold -w 1023; echo e >&2`, false)
+	require.NotNil(t, r.ExitCode)
+	ctx := ctxT(t)
+	resp, raw, err := c.req(ctx, "GET", c.srv.ToolboxURL()+"/"+sb.ID+"/process/session/s/command/"+r.CmdID+"/logs", nil,
+		map[string]string{"X-Daytona-SDK-Version": "0.100.0"})
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	assert.True(t, strings.HasPrefix(resp.Header.Get("Content-Type"), "text/plain"))
+	assert.Equal(t, int64(len(raw)), resp.ContentLength, "the length is announced")
+	// The same bytes as the split snapshot's whole log.
+	st, b := c.tb(sb.ID, "GET", "/process/session/s/command/"+r.CmdID+"/logs", nil)
+	require.Equal(t, 200, st)
+	var logs struct{ Output, Stdout, Stderr string }
+	require.NoError(t, json.Unmarshal(b, &logs))
+	assert.Equal(t, logs.Output, string(raw))
+	assert.Equal(t, 1048576, strings.Count(logs.Stdout, "a"))
+	assert.Equal(t, "e\n", logs.Stderr)
+}
+
 func TestSessionsLostOnStop(t *testing.T) {
 	c := newTC(t)
 	sb := c.create(nil)
