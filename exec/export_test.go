@@ -24,3 +24,11 @@ func SetRunTimes(r *Runner, leaseKey string, ds ...time.Duration) {
 		l.runs.add(d)
 	}
 }
+
+// The catch-up read's knobs (docs/exec.md#catch-up-read), for tests that
+// drive the fake clock through the exit watch.
+const (
+	CatchUpAfter = catchUpAfter
+	ExitWatch    = exitWatch
+	ExitWatchMax = exitWatchMax
+)

@@ -1,0 +1,172 @@
+package exec_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+)
+
+// bulkScript prints n bytes of 'a' in lines of 1023 (the last one cut
+// short, without a newline), then E on stderr, and exits 4; bulkStdout is
+// what it prints on stdout.
+func bulkScript(n int, id string) string {
+	return "head -c " + strconv.Itoa(n) + " /dev/zero | tr '\\0' a | fold -w 1023; printf E >&2; : " + id + "; exit 4"
+}
+
+func bulkStdout(n int) string {
+	line := strings.Repeat("a", 1023)
+	var b strings.Builder
+	for ; n >= 1023; n -= 1023 {
+		b.WriteString(line)
+		if n > 1023 {
+			b.WriteByte('\n')
+		}
+	}
+	b.WriteString(strings.Repeat("a", n))
+	return b.String()
+}
+
+// exitWatches are the waits of the exit watch, shortest first.
+func exitWatches() []time.Duration {
+	var ds []time.Duration
+	for d := cmdexec.ExitWatch; d <= cmdexec.ExitWatchMax; d *= 2 {
+		ds = append(ds, d)
+	}
+	return ds
+}
+
+// awaitFollowedExit waits until the command was followed (so it is the
+// last dispatch) and has exited: the fake clock moves only once the exit
+// is there to see.
+func (e *env) awaitFollowedExit() {
+	e.t.Helper()
+	require.NoError(e.t, e.srv.AwaitRequests(ctxT(e.t), "GET", rLogs, 1))
+	e.awaitExited()
+}
+
+// driveWatch advances the fake clock through each wait of the exit watch
+// as it is armed, until ch delivers; it returns the result and how many
+// waits were advanced.
+func (e *env) driveWatch(ch <-chan execOut) (cmdexec.Result, error, int) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(e.t.Context(), 60*time.Second) // a guard only
+	defer cancel()
+	got := make(chan execOut, 1)
+	go func() {
+		select {
+		case o := <-ch:
+			got <- o
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	n := 0
+	for {
+		d, err := e.clock.AwaitAnyTimer(ctx, exitWatches()...)
+		if err != nil {
+			break
+		}
+		e.clock.Advance(d)
+		n++
+	}
+	select {
+	case o := <-got:
+		return o.res, o.err, n
+	default:
+		e.t.Fatal("execute did not return")
+		return cmdexec.Result{}, nil, n
+	}
+}
+
+// TestCatchUpReadEndsABulkFollow: a follow that has delivered
+// CatchUpAfter bytes follows a command that prints in bulk, and its 1 KiB
+// frames are the slow way to the end; the exit is watched with status
+// reads, and one snapshot after it brings the whole log. Here the follow
+// stalls for good after 1.5 MiB (the fake clock keeps the 15 s silence
+// from ever ending it): the catch-up read alone brings the rest and the
+// end markers, with exact bytes and live output a prefix of the result.
+// Without it the command would wait on the stalled follow.
+func TestCatchUpReadEndsABulkFollow(t *testing.T) {
+	e := newEnv(t, withFakeClock, withFollowFirst(cmdexec.FollowFirstRTT))
+	e.holdFollowClose(t)
+	e.srv.Inject(daytonatest.Fault{Route: rLogs, Times: 1, WSStall: true, WSStallAfterBytes: 3 << 19})
+	rec := newRecorder()
+	id := tag()
+	const n = 3 << 20
+	ch := e.start(bashReq(bulkScript(n, id)), rec)
+	e.awaitFollowedExit()
+	res, err, _ := e.driveWatch(ch)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, 4, *res.ExitCode)
+	require.Equal(t, len(bulkStdout(n)), len(res.Stdout))
+	assert.True(t, bulkStdout(n) == res.Stdout, "exact bytes")
+	assert.Equal(t, "E", res.Stderr)
+	assert.Equal(t, "followed", res.Metadata["logStream"])
+	assert.Equal(t, 1, e.wsCount(), "one follow")
+	assert.Equal(t, 2, e.count("GET", rLogs), "the follow and one catch-up read")
+	assert.GreaterOrEqual(t, e.count("GET", rStatus), 1, "the exit was seen")
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	assertLive(t, rec, res)
+}
+
+// TestExitWatchEndsForALongBulkCommand: a command that prints in bulk and
+// then runs on is watched for ExitWatchMax only (a few status reads), and
+// then carried by the follow like any long command: the result is exact
+// and no catch-up read is made.
+func TestExitWatchEndsForALongBulkCommand(t *testing.T) {
+	e := newEnv(t, withFakeClock, withFollowFirst(cmdexec.FollowFirstRTT))
+	e.holdFollowClose(t)
+	g := e.newGate()
+	rec := newRecorder()
+	id := tag()
+	const n = 1 << 20
+	ch := e.start(bashReq(bulkScript(n, id)[:strings.Index(bulkScript(n, id), "; printf E")]+"; echo; "+g.shell()+"; printf E >&2; exit 4"), rec)
+	for _, d := range exitWatches() {
+		e.awaitTimer(d)
+		e.clock.Advance(d)
+	}
+	// A status read at once and one after each wait.
+	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, len(exitWatches())+1))
+	reads := e.count("GET", rStatus)
+	g.open(t)
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, 4, *res.ExitCode)
+	assert.True(t, bulkStdout(n)+"\n" == res.Stdout, "exact bytes")
+	assert.Equal(t, "E", res.Stderr)
+	assert.Equal(t, reads, e.count("GET", rStatus), "the watch ended")
+	assert.Equal(t, 1, e.count("GET", rLogs), "the follow only")
+	assertLive(t, rec, res)
+}
+
+// TestFailedCatchUpReadLeavesTheFollow: a catch-up read that fails changes
+// nothing; the follow brings the output to its end markers.
+func TestFailedCatchUpReadLeavesTheFollow(t *testing.T) {
+	e := newEnv(t, withFakeClock, withFollowFirst(cmdexec.FollowFirstRTT))
+	e.holdFollowClose(t)
+	e.srv.Inject(daytonatest.Fault{Route: rLogs, Skip: 1, Status: 503})
+	rec := newRecorder()
+	id := tag()
+	const n = 3 << 20
+	ch := e.start(bashReq(bulkScript(n, id)), rec)
+	e.awaitFollowedExit()
+	res, err, _ := e.driveWatch(ch)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, 4, *res.ExitCode)
+	assert.True(t, bulkStdout(n) == res.Stdout, "exact bytes")
+	assert.Equal(t, "E", res.Stderr)
+	assert.Equal(t, "followed", res.Metadata["logStream"])
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	assertLive(t, rec, res)
+}
