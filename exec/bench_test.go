@@ -182,3 +182,36 @@ func startSim(b *testing.B) cmdexec.Target {
 	sb := testenv.StartSandbox(b, sim.Client, nil)
 	return cmdexec.Target{Client: sim.Client, Sandbox: sb.Ref()}
 }
+
+// BenchmarkMixedLease measures a short command (`echo hi`) on a lease
+// that also runs a slower step (60 ms) before every fifth one, as an
+// agent's lease does (a build step between listings), with the first read
+// timed (the worker's setting) and untimed (follow first). The slow steps
+// run outside the measurement; with the command line's own run times the
+// timed read of `echo hi` does not wait for the slow step's.
+//
+//	go test -run '^$' -bench MixedLease -benchtime 40x ./exec/
+func BenchmarkMixedLease(b *testing.B) {
+	for _, timed := range []bool{true, false} {
+		b.Run(map[bool]string{true: "timed", false: "untimed"}[timed], func(b *testing.B) {
+			e := newEnv(b, func(o *cmdexec.Options) { o.TimeFirstRead = timed; o.FollowFirstBelow = cmdexec.FollowFirstRTT })
+			echo := cmdexec.Request{Command: "echo", Args: []string{"hi"}, Timeout: time.Minute}
+			slow := bashReq("sleep 0.06; echo step")
+			run := func(req cmdexec.Request) {
+				if _, err := e.runner.Execute(b.Context(), e.target, req, func(string, string) error { return nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			run(echo)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if i%5 == 0 {
+					b.StopTimer()
+					run(slow)
+					b.StartTimer()
+				}
+				run(echo)
+			}
+		})
+	}
+}

@@ -32,3 +32,20 @@ const (
 	ExitWatch    = exitWatch
 	ExitWatchMax = exitWatchMax
 )
+
+// SetCommandRunTimes replaces what the runner learned of req's command
+// line on the lease.
+func SetCommandRunTimes(r *Runner, leaseKey string, req Request, ds ...time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.leases[leaseKey]
+	key := r.commandKey(req)
+	delete(l.runs.byCommand, key)
+	for _, d := range ds {
+		l.runs.addToCommand(key, d)
+	}
+}
+
+// SecondReadGap is the least time between a timed first read and the
+// second one.
+const SecondReadGap = secondReadGap

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"path"
 	"strings"
@@ -134,12 +135,20 @@ type Runner struct {
 
 	mu     stdsync.Mutex
 	leases map[string]*lease
+	seed   maphash.Seed // of the command lines' hashes (settle.go)
+}
+
+// commandKey is the hash under which a command line's run times are kept
+// (settle.go): the script without the stdin file, whose name is new every
+// time.
+func (r *Runner) commandKey(req Request) uint64 {
+	return maphash.String(r.seed, buildScript(req.Command, req.Args, req.Cwd, req.Env, "").text)
 }
 
 // NewRunner returns a Runner.
 func NewRunner(o Options) *Runner {
 	r := &Runner{clock: o.Clock, cap: o.OutputCap, log: o.Logger,
-		followFirst: o.FollowFirstBelow, timeFirstRead: o.TimeFirstRead, leases: map[string]*lease{}}
+		followFirst: o.FollowFirstBelow, timeFirstRead: o.TimeFirstRead, leases: map[string]*lease{}, seed: maphash.MakeSeed()}
 	if r.clock == nil {
 		r.clock = RealClock{}
 	}
@@ -517,6 +526,7 @@ func (r *Runner) Execute(ctx context.Context, t Target, req Request, sink Sink) 
 		}
 	}
 	x.script = buildScript(req.Command, req.Args, req.Cwd, req.Env, stdinPath)
+	x.key = r.commandKey(req)
 	if req.BypassSession {
 		return x.oneShot()
 	}

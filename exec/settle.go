@@ -19,7 +19,31 @@ type runTimes struct {
 	// that found a command unfinished although the command ran no longer
 	// than the read's lead over it shows the margin was short.
 	margin time.Duration
+	// byCommand holds the latest run times of each command line the lease
+	// ran (the script's hash; at most commandHistories, the least recently
+	// used one goes first). Agents repeat their commands (the status of
+	// the repository, the tests), and a command's own run times foretell
+	// its next one far better than the lease's mix of every command, where
+	// one slow setup step kept the reads of the short ones late.
+	byCommand map[uint64]*commandRuns
+	uses      uint64 // counts add calls: commandRuns.used
 }
+
+// commandRuns is the run-time history of one command line on a lease.
+type commandRuns struct {
+	last [commandRunSamples]time.Duration
+	n    int
+	next int
+	used uint64
+}
+
+// commandRunSamples and commandHistories bound what a lease keeps per
+// command: a few runs of each of its recent command lines, 64 × 56 bytes
+// and a map entry at most.
+const (
+	commandRunSamples = 4
+	commandHistories  = 64
+)
 
 // runTimeSamples is how many recent commands the estimate looks at: enough
 // that one fast outlier or a few long builds do not decide it, few enough
@@ -45,6 +69,38 @@ func (r *runTimes) add(d time.Duration) {
 	r.last[r.next] = d
 	r.next = (r.next + 1) % runTimeSamples
 	r.n = min(r.n+1, runTimeSamples)
+}
+
+// addCommand records d for the lease and for the command line key.
+func (r *runTimes) addCommand(key uint64, d time.Duration) {
+	r.add(d)
+	r.addToCommand(key, d)
+}
+
+// addToCommand records d for the command line key only.
+func (r *runTimes) addToCommand(key uint64, d time.Duration) {
+	r.uses++
+	c := r.byCommand[key]
+	if c == nil {
+		if r.byCommand == nil {
+			r.byCommand = map[uint64]*commandRuns{}
+		}
+		if len(r.byCommand) >= commandHistories {
+			var oldest uint64
+			for k, h := range r.byCommand {
+				if c == nil || h.used < c.used {
+					oldest, c = k, h
+				}
+			}
+			delete(r.byCommand, oldest)
+		}
+		c = &commandRuns{}
+		r.byCommand[key] = c
+	}
+	c.last[c.next] = d
+	c.next = (c.next + 1) % commandRunSamples
+	c.n = min(c.n+1, commandRunSamples)
+	c.used = r.uses
 }
 
 // learn adjusts the margin after a first read made lead after the
@@ -76,17 +132,40 @@ func (r *runTimes) learn(lead, run time.Duration, found bool) {
 // of them (the setup of a workspace) must not keep the next short ones
 // untimed.
 func (r *runTimes) settle() time.Duration {
+	settle, _ := r.settleOf(r.last[:r.n], settleRank)
+	return settle
+}
+
+// settleCommand is settle for the command line key: from that command's
+// own recent run times once it ran on the lease, from the lease's
+// otherwise. Of its own last 4 the second largest counts: the runs of one
+// command spread little, and one slow run (a cold cache, a loaded
+// machine) must not hold back its next four reads.
+// The second result is the slowest of the short ones, plus the margin.
+func (r *runTimes) settleCommand(key uint64) (settle, slowest time.Duration) {
+	if c := r.byCommand[key]; c != nil {
+		return r.settleOf(c.last[:c.n], commandRank)
+	}
+	return r.settleOf(r.last[:r.n], settleRank)
+}
+
+// commandRank is the index, in n sorted run times of one command line, of
+// the one that counts: the largest of up to 3, the second largest of 4.
+func commandRank(n int) int { return n - 1 - n/commandRunSamples }
+
+func (r *runTimes) settleOf(samples []time.Duration, rank func(int) int) (settle, slowest time.Duration) {
 	short := make([]time.Duration, 0, runTimeSamples)
-	for _, d := range r.last[:r.n] {
+	for _, d := range samples {
 		if d <= settleMax {
 			short = append(short, d)
 		}
 	}
-	if len(short) == 0 || 2*len(short) < r.n {
-		return 0
+	if len(short) == 0 || 2*len(short) < len(samples) {
+		return 0, 0
 	}
 	slices.Sort(short)
-	return short[settleRank(len(short))] + max(r.margin, marginFloor)
+	m := max(r.margin, marginFloor)
+	return short[rank(len(short))] + m, short[len(short)-1] + m
 }
 
 // settleRank is the index, in n sorted run times, of the one 80 % of them
@@ -96,21 +175,28 @@ func settleRank(n int) int { return (8*n+9)/10 - 1 }
 // noteRunTime records a finished command's run time on its lease and, if
 // its first read was a snapshot made lead after the dispatch was sent,
 // what that read found.
-func (r *Runner) noteRunTime(l *lease, run time.Duration, probed bool, lead time.Duration, found bool) {
+func (r *Runner) noteRunTime(l *lease, key uint64, run time.Duration, probed bool, lead time.Duration, found bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l.runs.add(run)
+	l.runs.addCommand(key, run)
 	if probed {
 		l.runs.learn(lead, run, found)
 	}
 }
 
-// settleFor is the lease's current settle (0 when not timing first reads).
-func (r *Runner) settleFor(l *lease) time.Duration {
+// settleFor is the lease's current settle for the command line key and
+// when a second read follows a first that came too early (both 0 when not
+// timing first reads; docs/exec.md#timed-first-read).
+func (r *Runner) settleFor(l *lease, key uint64) (settle, second time.Duration) {
 	if !r.timeFirstRead {
-		return 0
+		return 0, 0
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return l.runs.settle()
+	settle, slowest := l.runs.settleCommand(key)
+	return settle, max(slowest, settle+secondReadGap)
 }
+
+// secondReadGap is the least time between a timed first read and the
+// second one.
+const secondReadGap = 2 * time.Millisecond
