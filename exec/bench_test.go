@@ -215,3 +215,28 @@ func BenchmarkMixedLease(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCat8MiB measures `cat` of an 8 MiB file (lines of 1 KiB) on the
+// session path, with the worker's settings (first read timed, follow
+// first), next to the one-shot path in the same run: the ratio of the two
+// is the bar of issue #12 in process, without the host.
+//
+//	go test -run '^$' -bench Cat8MiB -benchtime 20x ./exec/
+func BenchmarkCat8MiB(b *testing.B) {
+	e := newEnv(b, func(o *cmdexec.Options) { o.TimeFirstRead = true; o.FollowFirstBelow = cmdexec.FollowFirstRTT })
+	const size = 8 << 20
+	_, err := e.runner.Execute(b.Context(), e.target, bashReq(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a | fold -w 1023 | head -c %d > f8", size, size)), nil)
+	require.NoError(b, err)
+	for _, bypass := range []bool{false, true} {
+		b.Run(map[bool]string{false: "session", true: "oneshot"}[bypass], func(b *testing.B) {
+			req := cmdexec.Request{Command: "cat", Args: []string{"f8"}, Timeout: time.Minute, BypassSession: bypass}
+			b.SetBytes(size)
+			for i := 0; i < b.N; i++ {
+				res, err := e.runner.Execute(b.Context(), e.target, req, func(string, string) error { return nil })
+				if err != nil || len(res.Stdout) != size {
+					b.Fatalf("execute: %v, %d bytes", err, len(res.Stdout))
+				}
+			}
+		})
+	}
+}
