@@ -14,11 +14,26 @@ import (
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 )
 
-// bulkScript prints n bytes of 'a' in lines of 1023 (the last one cut
-// short, without a newline), then E on stderr, and exits 4; bulkStdout is
-// what it prints on stdout.
-func bulkScript(n int, id string) string {
-	return "head -c " + strconv.Itoa(n) + " /dev/zero | tr '\\0' a | fold -w 1023; printf E >&2; : " + id + "; exit 4"
+// bulk prints n bytes of 'a' in lines of 1023, the last one cut short
+// and without a newline (bulkStdout); bulkEnd then prints E on stderr and
+// exits 4.
+func bulk(n int) string {
+	return "head -c " + strconv.Itoa(n) + " /dev/zero | tr '\\0' a | fold -w 1023"
+}
+
+const bulkEnd = "; printf E >&2; exit 4"
+
+// assertBulkResult checks the result of a bulk command that printed
+// stdout: every byte, the exit status, and live output a prefix of it.
+func assertBulkResult(t *testing.T, rec *recorder, res cmdexec.Result, err error, stdout string) {
+	t.Helper()
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, 4, *res.ExitCode)
+	require.Equal(t, len(stdout), len(res.Stdout))
+	assert.True(t, stdout == res.Stdout, "exact bytes")
+	assert.Equal(t, "E", res.Stderr)
+	assertLive(t, rec, res)
 }
 
 func bulkStdout(n int) string {
@@ -53,9 +68,8 @@ func (e *env) awaitFollowedExit() {
 }
 
 // driveWatch advances the fake clock through each wait of the exit watch
-// as it is armed, until ch delivers; it returns the result and how many
-// waits were advanced.
-func (e *env) driveWatch(ch <-chan execOut) (cmdexec.Result, error, int) {
+// as it is armed, until ch delivers.
+func (e *env) driveWatch(ch <-chan execOut) (cmdexec.Result, error) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(e.t.Context(), 60*time.Second) // a guard only
 	defer cancel()
@@ -68,21 +82,19 @@ func (e *env) driveWatch(ch <-chan execOut) (cmdexec.Result, error, int) {
 		case <-ctx.Done():
 		}
 	}()
-	n := 0
 	for {
 		d, err := e.clock.AwaitAnyTimer(ctx, exitWatches()...)
 		if err != nil {
 			break
 		}
 		e.clock.Advance(d)
-		n++
 	}
 	select {
 	case o := <-got:
-		return o.res, o.err, n
+		return o.res, o.err
 	default:
 		e.t.Fatal("execute did not return")
-		return cmdexec.Result{}, nil, n
+		return cmdexec.Result{}, nil
 	}
 }
 
@@ -101,21 +113,15 @@ func TestCatchUpReadEndsABulkFollow(t *testing.T) {
 	rec := newRecorder()
 	id := tag()
 	const n = 3 << 20
-	ch := e.start(bashReq(bulkScript(n, id)), rec)
+	ch := e.start(bashReq(bulk(n)+"; : "+id+bulkEnd), rec)
 	e.awaitFollowedExit()
-	res, err, _ := e.driveWatch(ch)
-	require.NoError(t, err)
-	require.NotNil(t, res.ExitCode)
-	assert.Equal(t, 4, *res.ExitCode)
-	require.Equal(t, len(bulkStdout(n)), len(res.Stdout))
-	assert.True(t, bulkStdout(n) == res.Stdout, "exact bytes")
-	assert.Equal(t, "E", res.Stderr)
+	res, err := e.driveWatch(ch)
+	assertBulkResult(t, rec, res, err, bulkStdout(n))
 	assert.Equal(t, "followed", res.Metadata["logStream"])
 	assert.Equal(t, 1, e.wsCount(), "one follow")
 	assert.Equal(t, 2, e.count("GET", rLogs), "the follow and one catch-up read")
 	assert.GreaterOrEqual(t, e.count("GET", rStatus), 1, "the exit was seen")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
-	assertLive(t, rec, res)
 }
 
 // TestExitWatchEndsForALongBulkCommand: a command that prints in bulk and
@@ -129,7 +135,7 @@ func TestExitWatchEndsForALongBulkCommand(t *testing.T) {
 	rec := newRecorder()
 	id := tag()
 	const n = 1 << 20
-	ch := e.start(bashReq(bulkScript(n, id)[:strings.Index(bulkScript(n, id), "; printf E")]+"; echo; "+g.shell()+"; printf E >&2; exit 4"), rec)
+	ch := e.start(bashReq(bulk(n)+"; : "+id+"; echo; "+g.shell()+bulkEnd), rec)
 	for _, d := range exitWatches() {
 		e.awaitTimer(d)
 		e.clock.Advance(d)
@@ -139,14 +145,10 @@ func TestExitWatchEndsForALongBulkCommand(t *testing.T) {
 	reads := e.count("GET", rStatus)
 	g.open(t)
 	res, err := e.wait(ch)
-	require.NoError(t, err)
-	require.NotNil(t, res.ExitCode)
-	assert.Equal(t, 4, *res.ExitCode)
-	assert.True(t, bulkStdout(n)+"\n" == res.Stdout, "exact bytes")
-	assert.Equal(t, "E", res.Stderr)
+	assertBulkResult(t, rec, res, err, bulkStdout(n)+"\n")
 	assert.Equal(t, reads, e.count("GET", rStatus), "the watch ended")
 	assert.Equal(t, 1, e.count("GET", rLogs), "the follow only")
-	assertLive(t, rec, res)
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
 }
 
 // TestFailedCatchUpReadLeavesTheFollow: a catch-up read that fails changes
@@ -158,15 +160,10 @@ func TestFailedCatchUpReadLeavesTheFollow(t *testing.T) {
 	rec := newRecorder()
 	id := tag()
 	const n = 3 << 20
-	ch := e.start(bashReq(bulkScript(n, id)), rec)
+	ch := e.start(bashReq(bulk(n)+"; : "+id+bulkEnd), rec)
 	e.awaitFollowedExit()
-	res, err, _ := e.driveWatch(ch)
-	require.NoError(t, err)
-	require.NotNil(t, res.ExitCode)
-	assert.Equal(t, 4, *res.ExitCode)
-	assert.True(t, bulkStdout(n) == res.Stdout, "exact bytes")
-	assert.Equal(t, "E", res.Stderr)
+	res, err := e.driveWatch(ch)
+	assertBulkResult(t, rec, res, err, bulkStdout(n))
 	assert.Equal(t, "followed", res.Metadata["logStream"])
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
-	assertLive(t, rec, res)
 }

@@ -173,32 +173,32 @@ func TestStatusLine(t *testing.T) {
 func TestSettleFromRunTimes(t *testing.T) {
 	ms := time.Millisecond
 	var r runTimes
-	assert.Equal(t, time.Duration(0), r.settle(), "nothing known")
+	assert.Equal(t, time.Duration(0), first(r.settleCommand(0)), "nothing known")
 	r.add(2 * time.Second)
-	assert.Equal(t, time.Duration(0), r.settle(), "a long command only")
+	assert.Equal(t, time.Duration(0), first(r.settleCommand(0)), "a long command only")
 	r.add(20 * ms)
-	assert.Equal(t, 21*ms, r.settle(), "half are short: the short one")
+	assert.Equal(t, 21*ms, first(r.settleCommand(0)), "half are short: the short one")
 	r.add(30 * ms)
-	assert.Equal(t, 31*ms, r.settle(), "few samples: the largest short one")
+	assert.Equal(t, 31*ms, first(r.settleCommand(0)), "few samples: the largest short one")
 	for _, d := range []time.Duration{22, 21, 25, 23, 24} {
 		r.add(d * ms)
 	}
 	// 2 s, then 20 21 22 23 24 25 30: the 6th of the 7 short ones
-	assert.Equal(t, 26*ms, r.settle())
+	assert.Equal(t, 26*ms, first(r.settleCommand(0)))
 	r.add(400 * ms) // replaces the 2 s
-	assert.Equal(t, 26*ms, r.settle())
+	assert.Equal(t, 26*ms, first(r.settleCommand(0)))
 	for range 3 {
 		r.add(5 * time.Second)
 	}
 	// 21 23 24 25 400 5s 5s 5s: half short, the 4th of 4
-	assert.Equal(t, 26*ms, r.settle())
+	assert.Equal(t, 26*ms, first(r.settleCommand(0)))
 	r.add(5 * time.Second)
 	// 23 24 25 400 5s 5s 5s 5s: most are long
-	assert.Equal(t, time.Duration(0), r.settle())
+	assert.Equal(t, time.Duration(0), first(r.settleCommand(0)))
 	for range runTimeSamples {
 		r.add(10 * ms)
 	}
-	assert.Equal(t, 11*ms, r.settle(), "the oldest samples are gone")
+	assert.Equal(t, 11*ms, first(r.settleCommand(0)), "the oldest samples are gone")
 }
 
 // TestSettleFromTheCommandsOwnRunTimes: a command line that ran on the
@@ -257,21 +257,21 @@ func TestSettleMarginLearnsFromFirstReads(t *testing.T) {
 	ms := time.Millisecond
 	var r runTimes
 	r.add(30 * ms)
-	assert.Equal(t, 31*ms, r.settle())
+	assert.Equal(t, 31*ms, first(r.settleCommand(0)))
 	r.learn(31*ms, 30*ms, false) // 1 ms of lead was not enough
-	assert.Equal(t, 33*ms, r.settle())
+	assert.Equal(t, 33*ms, first(r.settleCommand(0)))
 	r.learn(40*ms, 30*ms, false) // nor were 10 ms
-	assert.Equal(t, 42*ms, r.settle())
+	assert.Equal(t, 42*ms, first(r.settleCommand(0)))
 	r.learn(42*ms, 80*ms, false) // a long command: no lesson
-	assert.Equal(t, 42*ms, r.settle())
+	assert.Equal(t, 42*ms, first(r.settleCommand(0)))
 	r.learn(42*ms, 30*ms, true)
-	assert.Equal(t, 41*ms+ms/2, r.settle(), "a hit takes half a millisecond off")
+	assert.Equal(t, 41*ms+ms/2, first(r.settleCommand(0)), "a hit takes half a millisecond off")
 	for range 100 {
 		r.learn(42*ms, 30*ms, true)
 	}
-	assert.Equal(t, 31*ms, r.settle(), "never below the floor")
+	assert.Equal(t, 31*ms, first(r.settleCommand(0)), "never below the floor")
 	r.learn(time.Second, 30*ms, false)
-	assert.Equal(t, 80*ms, r.settle(), "never above 50 ms")
+	assert.Equal(t, 80*ms, first(r.settleCommand(0)), "never above 50 ms")
 }
 
 // TestWrapInEveryShell runs a wrapped script in each session shell the

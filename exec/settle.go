@@ -131,11 +131,6 @@ func (r *runTimes) learn(lead, run time.Duration, found bool) {
 // commands are left out of the share: they miss whatever the wait, and one
 // of them (the setup of a workspace) must not keep the next short ones
 // untimed.
-func (r *runTimes) settle() time.Duration {
-	settle, _ := r.settleOf(r.last[:r.n], settleRank)
-	return settle
-}
-
 // settleCommand is settle for the command line key: from that command's
 // own recent run times once it ran on the lease, from the lease's
 // otherwise. Of its own last 4 the second largest counts: the runs of one

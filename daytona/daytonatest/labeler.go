@@ -1,0 +1,201 @@
+package daytonatest
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// Output markers of the daemon's session logs (docs/daytona.md#session-exec).
+var (
+	markerStdout = []byte{1, 1, 1}
+	markerStderr = []byte{2, 2, 2}
+)
+
+// label reads one of the shell's output streams and writes marked lines.
+func (ss *session) label(r io.Reader, stderr bool) {
+	buf := make([]byte, 32*1024)
+	var pending []byte
+	const maxLine = 64 * 1024
+	for {
+		n, err := r.Read(buf)
+		pending = append(pending, buf[:n]...)
+		// Every complete line of this read is recorded under one lock, one
+		// log write and one notification per command: a line at a time
+		// made the emulator, not the worker, the bottleneck of big outputs.
+		var lines [][]byte
+		for {
+			i := bytes.IndexByte(pending, '\n')
+			if i < 0 {
+				break
+			}
+			lines = append(lines, pending[:i])
+			pending = pending[i+1:]
+		}
+		if len(lines) > 0 {
+			ss.lines(stderr, lines)
+		}
+		if len(pending) > maxLine {
+			// A very long line: pass it on in pieces (each with its marker,
+			// so the streams stay intact), keeping a tail in case the
+			// sentinel is split.
+			cut := len(pending) - len(ss.token) - 32
+			ss.line(stderr, pending[:cut], false)
+			pending = append([]byte(nil), pending[cut:]...)
+		}
+		if err != nil {
+			if len(pending) > 0 {
+				ss.line(stderr, pending, true)
+			}
+			return
+		}
+	}
+}
+
+// line records one output line (complete) or piece (not complete).
+func (ss *session) line(stderr bool, b []byte, complete bool) {
+	ss.mu.Lock()
+	cm := ss.lineLocked(stderr, b, complete)
+	if cm != nil {
+		cm.flushLocked()
+	}
+	ss.mu.Unlock()
+	ss.s.notify()
+}
+
+// lines records complete lines in order, flushing each command's log once.
+func (ss *session) lines(stderr bool, bs [][]byte) {
+	ss.mu.Lock()
+	var touched []*command
+	for _, b := range bs {
+		if cm := ss.lineLocked(stderr, b, true); cm != nil && (len(touched) == 0 || touched[len(touched)-1] != cm) {
+			touched = append(touched, cm)
+		}
+	}
+	for _, cm := range touched {
+		cm.flushLocked()
+	}
+	ss.mu.Unlock()
+	ss.s.notify()
+}
+
+// sentinelTailMax is the longest text that may follow a sentinel: a colon
+// and a signed 64-bit integer.
+const sentinelTailMax = 1 + 20
+
+// lineLocked attributes one line to the current command and buffers its log
+// record; it returns that command (nil if none). ss.mu is held.
+func (ss *session) lineLocked(stderr bool, b []byte, complete bool) *command {
+	idx := &ss.outIdx
+	if stderr {
+		idx = &ss.errIdx
+	}
+	content := b
+	sentinel := false
+	rc := 0
+	if *idx < len(ss.dispatched) && complete {
+		// The sentinel ends the line, exactly: <token>:<cid>:<rc> on stdout,
+		// <token>:<cid> on stderr. (An xtrace or verbose echo of the exec
+		// line also contains the token, but never in this form.)
+		// Only the line's tail can hold it (at most a colon and an int
+		// after it), so only the tail is searched: a line of output costs
+		// no search of its whole length and no allocation.
+		want := ss.dispatched[*idx].sentinel
+		from := max(0, len(b)-len(want)-sentinelTailMax)
+		if i := bytes.LastIndex(b[from:], want); i >= 0 {
+			i += from
+			tail := string(b[i+len(want):])
+			if stderr && tail == "" {
+				content, sentinel = b[:i], true
+			} else if code, ok := strings.CutPrefix(tail, ":"); ok && !stderr {
+				if v, err := strconv.Atoi(code); err == nil {
+					content, sentinel, rc = b[:i], true, v
+				}
+			}
+		}
+	}
+	var owner *command
+	if *idx < len(ss.dispatched) {
+		cm := ss.dispatched[*idx]
+		owner = cm
+		if len(content) > 0 || (!sentinel && complete) {
+			m := markerStdout
+			if stderr {
+				m = markerStderr
+			}
+			// Straight into the buffered record: the daemon labels what
+			// bash writes without a copy per line.
+			cm.pending = append(append(cm.pending, m...), content...)
+			if complete {
+				cm.pending = append(cm.pending, '\n')
+			}
+		}
+		if sentinel {
+			if stderr {
+				cm.gotErr = true
+			} else {
+				cm.gotOut = true
+				cm.rc = rc
+			}
+			*idx++
+			if cm.gotOut && cm.gotErr {
+				cm.completeLocked(cm.rc)
+			}
+		}
+	}
+	return owner
+}
+
+// appendLocked buffers a log record; flushLocked writes what is buffered
+// (followers see it at their next tail read).
+func (cm *command) appendLocked(p []byte) { cm.pending = append(cm.pending, p...) }
+
+func (cm *command) flushLocked() {
+	if len(cm.pending) == 0 {
+		return
+	}
+	if cm.log != nil {
+		n, _ := cm.log.Write(cm.pending)
+		cm.size += int64(n)
+	}
+	cm.pending = cm.pending[:0]
+}
+
+func (cm *command) completeLocked(code int) {
+	if cm.exitCode != nil {
+		return
+	}
+	cm.flushLocked()
+	cm.exitCode = &code
+	if cm.log != nil {
+		_ = cm.log.Close()
+		cm.log = nil
+	}
+	close(cm.done)
+}
+
+// finish runs once the shell exited and its output drained: commands that
+// never completed end with the shell's exit status (the one that ran
+// `exit`) or -1 (never started).
+func (ss *session) finish(code int) {
+	ss.mu.Lock()
+	ss.dead = true
+	ss.shellCode = code
+	first := true
+	for _, cm := range ss.dispatched {
+		if cm.exitCode != nil {
+			continue
+		}
+		if first {
+			cm.completeLocked(code)
+			first = false
+			continue
+		}
+		cm.completeLocked(-1)
+	}
+	ss.mu.Unlock()
+	_ = ss.inputW.Close()
+	close(ss.exited)
+	ss.s.notify()
+}
