@@ -265,8 +265,9 @@ func (x *run) observe() (Result, error) {
 	// markers ends the command as the snapshot would have.
 	//
 	// Timed first read: once the lease's recent commands told how long a
-	// short one runs, the snapshot is sent when 80 % of the recent short
-	// ones would have ended, plus a learned margin (settle.go; counted from
+	// short one runs (this command line's own runs when it ran before),
+	// the snapshot is sent when 80 % of the recent short ones would have
+	// ended, plus a learned margin (settle.go; counted from
 	// the dispatch's sending, so a network round trip longer than that
 	// adds no wait), at any round trip: a short command then mostly costs
 	// two calls over pooled connections, and the daemon's 20 ms log tail,
