@@ -98,6 +98,23 @@ func (e *env) driveWatch(ch <-chan execOut) (cmdexec.Result, error) {
 	}
 }
 
+// followBulk runs a command that prints 3 MiB in bulk and is followed
+// from its dispatch, drives the fake clock through the exit watch once it
+// has exited, and checks its result (every byte, the exit status, live
+// output a prefix, observed by the follow). It returns the command's tag.
+func (e *env) followBulk(t *testing.T) string {
+	t.Helper()
+	rec := newRecorder()
+	id := tag()
+	const n = 3 << 20
+	ch := e.start(bashReq(bulk(n)+"; : "+id+bulkEnd), rec)
+	e.awaitFollowedExit()
+	res, err := e.driveWatch(ch)
+	assertBulkResult(t, rec, res, err, bulkStdout(n))
+	assert.Equal(t, "followed", res.Metadata["logStream"])
+	return id
+}
+
 // TestCatchUpReadEndsABulkFollow: a follow that has delivered
 // CatchUpAfter bytes follows a command that prints in bulk, and its 1 KiB
 // frames are the slow way to the end; the exit is watched with status
@@ -110,14 +127,7 @@ func TestCatchUpReadEndsABulkFollow(t *testing.T) {
 	e := newEnv(t, withFakeClock, withFollowFirst(cmdexec.FollowFirstRTT))
 	e.holdFollowClose(t)
 	e.srv.Inject(daytonatest.Fault{Route: rLogs, Times: 1, WSStall: true, WSStallAfterBytes: 3 << 19})
-	rec := newRecorder()
-	id := tag()
-	const n = 3 << 20
-	ch := e.start(bashReq(bulk(n)+"; : "+id+bulkEnd), rec)
-	e.awaitFollowedExit()
-	res, err := e.driveWatch(ch)
-	assertBulkResult(t, rec, res, err, bulkStdout(n))
-	assert.Equal(t, "followed", res.Metadata["logStream"])
+	id := e.followBulk(t)
 	assert.Equal(t, 1, e.wsCount(), "one follow")
 	assert.Equal(t, 2, e.count("GET", rLogs), "the follow and one catch-up read")
 	assert.GreaterOrEqual(t, e.count("GET", rStatus), 1, "the exit was seen")
@@ -157,13 +167,6 @@ func TestFailedCatchUpReadLeavesTheFollow(t *testing.T) {
 	e := newEnv(t, withFakeClock, withFollowFirst(cmdexec.FollowFirstRTT))
 	e.holdFollowClose(t)
 	e.srv.Inject(daytonatest.Fault{Route: rLogs, Skip: 1, Status: 503})
-	rec := newRecorder()
-	id := tag()
-	const n = 3 << 20
-	ch := e.start(bashReq(bulk(n)+"; : "+id+bulkEnd), rec)
-	e.awaitFollowedExit()
-	res, err := e.driveWatch(ch)
-	assertBulkResult(t, rec, res, err, bulkStdout(n))
-	assert.Equal(t, "followed", res.Metadata["logStream"])
+	id := e.followBulk(t)
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 }

@@ -39,7 +39,7 @@ func SetCommandRunTimes(r *Runner, leaseKey string, req Request, ds ...time.Dura
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l := r.leases[leaseKey]
-	key := r.commandKey(req)
+	key := r.commandKey(buildScript(req.Command, req.Args, req.Cwd, req.Env, ""))
 	delete(l.runs.byCommand, key)
 	for _, d := range ds {
 		l.runs.addToCommand(key, d)

@@ -3,7 +3,6 @@ package exec
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
@@ -41,7 +40,7 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 	// prints megabytes it is the slow way to the end. Once it has
 	// delivered catchUpAfter bytes, the exit is watched with status reads,
 	// and a snapshot taken after the exit brings the whole log at once.
-	var position atomic.Int64 // bytes the follow has delivered
+	var position int64 // bytes the follow has delivered (its goroutine's only)
 	// paused holds the follow's frames while the catch-up read runs, so
 	// the two do not compete for the machine and the output; the frames
 	// wait in the connection and go on if the read did not end it.
@@ -54,7 +53,7 @@ func (x *run) follow() (end streamEnd, code int, cause error) {
 			func(c daytona.LogChunk) error {
 				paused.RLock()
 				defer paused.RUnlock()
-				if position.Add(int64(len(c.Data))) >= catchUpAfter {
+				if position += int64(len(c.Data)); position >= catchUpAfter {
 					select {
 					case bulk <- struct{}{}:
 					default:
@@ -172,14 +171,9 @@ func (x *run) catchUp(ctx context.Context, gen uint64, paused *sync.RWMutex) {
 			break
 		}
 	}
-	rctx, cancel := withBound(ctx, x.r.clock, x.eff, errObservationBound)
-	defer cancel()
 	paused.Lock()
 	defer paused.Unlock()
-	_ = x.t.Client.Toolbox.StreamSessionCommandLogs(rctx, x.t.Sandbox, x.sess.id, x.cmdID, func(c daytona.LogChunk) error {
-		x.out.feedQuiet(gen, int(c.Stream)-1, c.Offset, c.Data)
-		return nil
-	})
+	_ = x.readLog(ctx, gen, x.eff, errObservationBound)
 	x.out.publish() // nothing when the markers came: the command has ended
 }
 

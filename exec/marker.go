@@ -62,15 +62,14 @@ func (m endMarker) wrap(script string) string {
 		`printf '\037%s%s\n' ` + m.half1 + " " + m.half2 + " >&2; " + endFunc + ` "$` + statusVar + `"`
 }
 
-// endFunc ends the wrapped command with the script's status; statusVar
-// holds that status while the markers are printed.
+// The wrapper's names in the session shell: endFunc ends the wrapped
+// command with the script's status, statusVar holds that status while the
+// markers are printed, startVar the shell's clock when the command starts.
 const (
 	endFunc   = "__paperclip_end"
 	statusVar = "__paperclip_s"
+	startVar  = "__paperclip_t0"
 )
-
-// startVar holds the shell's clock when the wrapped command starts.
-const startVar = "__paperclip_t0"
 
 // zshClock loads the module that gives zsh (the daemon's first choice of
 // session shell) its $EPOCHREALTIME, once per session shell; other shells

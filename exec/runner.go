@@ -139,10 +139,9 @@ type Runner struct {
 }
 
 // commandKey is the hash under which a command line's run times are kept
-// (settle.go): the script without the stdin file, whose name is new every
-// time.
-func (r *Runner) commandKey(req Request) uint64 {
-	return maphash.String(r.seed, buildScript(req.Command, req.Args, req.Cwd, req.Env, "").text)
+// (settle.go): the script without its stdin redirection.
+func (r *Runner) commandKey(script commandScript) uint64 {
+	return maphash.String(r.seed, script.line())
 }
 
 // NewRunner returns a Runner.
@@ -526,9 +525,9 @@ func (r *Runner) Execute(ctx context.Context, t Target, req Request, sink Sink) 
 		}
 	}
 	x.script = buildScript(req.Command, req.Args, req.Cwd, req.Env, stdinPath)
-	x.key = r.commandKey(req)
 	if req.BypassSession {
 		return x.oneShot()
 	}
+	x.key = r.commandKey(x.script)
 	return x.inSession()
 }

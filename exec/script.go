@@ -49,11 +49,17 @@ const profilePrelude = `if [ -f /etc/profile ]; then . /etc/profile >/dev/null 2
 	` && if [ -f "$HOME/.zprofile" ]; then . "$HOME/.zprofile" >/dev/null 2>&1 || true; fi`
 
 // commandScript is the one-line command script of
-// docs/behavior.md#command-script, with where its final `env` word starts.
+// docs/behavior.md#command-script, with where its final `env` word and its
+// stdin redirection (if any) start.
 type commandScript struct {
-	text  string
-	envAt int
+	text    string
+	envAt   int
+	stdinAt int // len(text) without a redirection
 }
+
+// line is the script without its stdin redirection, whose file name is
+// new every time: the same command line gives the same text.
+func (s commandScript) line() string { return s.text[:s.stdinAt] }
 
 // String is the script exactly as the reference composes it, sent as is
 // on the one-shot path: profiles && cd 'cwd' && env K='v'… 'command' 'arg'…
@@ -107,11 +113,12 @@ func buildScript(command string, args []string, cwd string, env map[string]strin
 		b.WriteString(" ")
 		b.WriteString(shell.Quote(a))
 	}
+	stdinAt := b.Len()
 	if stdinPath != "" {
 		b.WriteString(" < ")
 		b.WriteString(shell.Quote(stdinPath))
 	}
-	return commandScript{text: b.String(), envAt: envAt}
+	return commandScript{text: b.String(), envAt: envAt, stdinAt: stdinAt}
 }
 
 // GitNetworkTimeout caps the timeout of git commands that talk to a remote

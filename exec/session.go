@@ -401,9 +401,15 @@ func (x *run) complete(code int) (Result, error) {
 // as U+FFFD. Nothing goes live here: the caller publishes the text if the
 // command still runs.
 func (x *run) rawSnapshot(parent context.Context, d time.Duration, boundCause error) error {
-	started := x.r.clock.Now()
 	gen := x.out.nextGen()
 	defer x.out.nextGen() // late callbacks of this read are ignored
+	return x.readLog(parent, gen, d, boundCause)
+}
+
+// readLog reads the whole raw log into the output's generation gen,
+// quietly (the caller decides what goes live), bounded by d.
+func (x *run) readLog(parent context.Context, gen uint64, d time.Duration, boundCause error) error {
+	started := x.r.clock.Now()
 	rctx, cancel := withBound(parent, x.r.clock, d, boundCause)
 	defer cancel()
 	err := x.t.Client.Toolbox.StreamSessionCommandLogs(rctx, x.t.Sandbox, x.sess.id, x.cmdID, func(c daytona.LogChunk) error {

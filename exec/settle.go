@@ -116,27 +116,25 @@ func (r *runTimes) learn(lead, run time.Duration, found bool) {
 	r.margin = min(marginMax, max(r.margin, marginFloor, lead-run+marginStep))
 }
 
-// settle is how long after its dispatch was sent a command's first log
-// read should reach the daemon, or 0 for at once. While at least half of
-// the recent commands were short, it is the run time that 80 % of those
-// short ones stayed within, plus the margin; a lease whose commands are
-// mostly long ones is not timed.
+// settleCommand is how long after its dispatch was sent the first log
+// read of the command line key should reach the daemon, or 0 for at once,
+// and when the slowest of the recent short commands would have ended (the
+// second read). While at least half of the recent commands were short, it
+// is the run time that 80 % of those short ones stayed within, plus the
+// margin; commands that are mostly long ones are not timed. The recent
+// commands are the command line's own last 4 once it ran on the lease (of
+// which the second largest counts: the runs of one command spread little,
+// and one slow run, a cold cache or a loaded machine, must not hold back
+// its next four reads), the lease's last 8 otherwise.
 //
 // Why a high share and not the fastest run: a read that comes too early
-// costs a call and then the follow, whose first read is at its connection,
-// as early as the follow would have been anyway; a read that comes late
-// costs the wait. Run times spread by several milliseconds even on a quiet
-// machine and by tens under load, so the fastest would miss most
+// costs a call and then the second read or the follow; a read that comes
+// late costs the wait. Run times spread by several milliseconds even on a
+// quiet machine and by tens under load, so the fastest would miss most
 // commands, while 80 % keeps the common short command at two calls. Long
 // commands are left out of the share: they miss whatever the wait, and one
 // of them (the setup of a workspace) must not keep the next short ones
 // untimed.
-// settleCommand is settle for the command line key: from that command's
-// own recent run times once it ran on the lease, from the lease's
-// otherwise. Of its own last 4 the second largest counts: the runs of one
-// command spread little, and one slow run (a cold cache, a loaded
-// machine) must not hold back its next four reads.
-// The second result is the slowest of the short ones, plus the margin.
 func (r *runTimes) settleCommand(key uint64) (settle, slowest time.Duration) {
 	if c := r.byCommand[key]; c != nil {
 		return r.settleOf(c.last[:c.n], commandRank)
