@@ -188,7 +188,9 @@ func startSim(b *testing.B) cmdexec.Target {
 // agent's lease does (a build step between listings), with the first read
 // timed (the worker's setting) and untimed (follow first). The slow steps
 // run outside the measurement; with the command line's own run times the
-// timed read of `echo hi` does not wait for the slow step's.
+// timed read of `echo hi` does not wait for the slow step's. It reports
+// the toolbox calls of each `echo hi` and how many of them were followed
+// (a WebSocket: a new connection).
 //
 //	go test -run '^$' -bench MixedLease -benchtime 40x ./exec/
 func BenchmarkMixedLease(b *testing.B) {
@@ -203,15 +205,23 @@ func BenchmarkMixedLease(b *testing.B) {
 				}
 			}
 			run(echo)
+			calls, follows := 0, 0
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
+				b.StopTimer()
 				if i%5 == 0 {
-					b.StopTimer()
 					run(slow)
-					b.StartTimer()
 				}
+				e.srv.ResetRequests()
+				b.StartTimer()
 				run(echo)
+				b.StopTimer()
+				calls += e.commandCalls()
+				follows += e.wsCount()
+				b.StartTimer()
 			}
+			b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
+			b.ReportMetric(float64(follows)/float64(b.N), "follows/op")
 		})
 	}
 }

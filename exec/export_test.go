@@ -49,3 +49,9 @@ func SetCommandRunTimes(r *Runner, leaseKey string, req Request, ds ...time.Dura
 // SecondReadGap is the least time between a timed first read and the
 // second one.
 const SecondReadGap = secondReadGap
+
+// LaterReadGap and LaterReadsMaxLog shape the reads after the second one.
+const (
+	LaterReadGap     = laterReadGap
+	LaterReadsMaxLog = laterReadsMaxLog
+)

@@ -464,6 +464,21 @@ func (e *env) awaitExited() {
 	require.NoError(e.t, err)
 }
 
+// awaitStdout waits until the session command tagged id has been
+// dispatched and its stdout in the emulator's log satisfies cond.
+func (e *env) awaitStdout(id string, cond func(stdout []byte) bool) {
+	e.t.Helper()
+	require.NoError(e.t, e.srv.Await(ctxT(e.t), func() bool {
+		for _, d := range e.srv.Dispatches() {
+			if d.CommandID != "" && strings.Contains(d.Command, id) {
+				r, ok := e.srv.Command(d.Sandbox, d.Session, d.CommandID)
+				return ok && cond(r.Stdout)
+			}
+		}
+		return false
+	}))
+}
+
 // startAgain waits until the stopped sandbox (its sessions died with it)
 // is stopped and starts it again.
 func (e *env) startAgain() {

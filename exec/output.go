@@ -323,6 +323,13 @@ func (o *output) snapshot() (stdout, stderr string, truncated bool) {
 	return o.streams[0].text.String(), o.streams[1].text.String(), o.streams[0].capped || o.streams[1].capped
 }
 
+// received reports the raw bytes accepted so far, both streams together.
+func (o *output) received() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.streams[0].recv + o.streams[1].recv
+}
+
 // bothCapped: no further output can change the result, so snapshots that
 // only serve output reconciliation can be skipped.
 func (o *output) bothCapped() bool {

@@ -278,7 +278,9 @@ func (x *run) observe() (Result, error) {
 	// would have ended (at least 2 ms after the first), if that is still
 	// to come: a command a little slower than usual then costs one more
 	// call over a pooled connection, not a WebSocket of its own and the
-	// daemon's 20 ms tail. A command slower than all of them is followed.
+	// daemon's 20 ms tail. Then, while the command may still be a short
+	// one, more snapshots at doubling gaps (laterReads). A command slower
+	// than that is followed.
 	settle, second := x.r.settleFor(x.lease, x.key)
 	if settle > 0 {
 		if wait := x.sent.Add(settle).Sub(x.r.clock.Now()); wait > 0 && !sleep(x.cmdCtx, x.r.clock, wait) {
@@ -291,11 +293,8 @@ func (x *run) observe() (Result, error) {
 			return res, err
 		}
 		x.missed = true
-		if wait := x.sent.Add(second).Sub(x.r.clock.Now()); settle > 0 && wait > 0 {
-			if !sleep(x.cmdCtx, x.r.clock, wait) {
-				return x.stopped(context.Cause(x.cmdCtx))
-			}
-			if res, done, err := x.fastPath(); done {
+		if settle > 0 {
+			if res, done, err := x.laterReads(second); done {
 				return res, err
 			}
 		}
@@ -326,6 +325,48 @@ func (x *run) observe() (Result, error) {
 	}
 	return x.poll()
 }
+
+// laterReads makes the reads after a timed first read that came before
+// the command's end (docs/exec.md#later-reads): the second read, when the
+// slowest of the recent short runs would have ended (second after the
+// dispatch was sent), then reads laterReadGap, 2×, 4× … that after the
+// second, while that is at most twice second. A read whose time passed
+// while the one before it was under way is skipped, so a slow network adds
+// no read that would go out right after the last. Reads after the second stop once the log holds
+// laterReadsMaxLog bytes: every snapshot brings the whole log again, and
+// the follow takes a large one from where the reads left it (with its
+// catch-up read). Each of these reads costs one call over a pooled
+// connection, where the follow costs a new connection (a TLS handshake on
+// the real API) and waits for the daemon's 20 ms log tail; a command
+// still running at the last of them is most likely a long one, and the
+// follow then carries its live output.
+func (x *run) laterReads(second time.Duration) (res Result, done bool, err error) {
+	for i, at := 0, second; at <= 2*second; at, i = second+laterReadGap<<i, i+1 {
+		if i > 0 && x.out.received() >= laterReadsMaxLog {
+			break
+		}
+		wait := x.sent.Add(at).Sub(x.r.clock.Now())
+		if wait <= 0 {
+			continue // its time passed while the read before it was under way
+		}
+		if !sleep(x.cmdCtx, x.r.clock, wait) {
+			res, err = x.stopped(context.Cause(x.cmdCtx))
+			return res, true, err
+		}
+		if res, done, err = x.fastPath(); done {
+			return res, done, err
+		}
+	}
+	return Result{}, false, nil
+}
+
+// laterReadGap is how long after the second read the next one comes
+// (then twice, four times … as long after it); laterReadsMaxLog ends the
+// reads after the second.
+const (
+	laterReadGap     = 4 * time.Millisecond
+	laterReadsMaxLog = 256 << 10
+)
 
 // readFailed handles an error of a status or snapshot read: timeouts
 // (timeoutScope) and cancellations become their results, other provider

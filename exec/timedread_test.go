@@ -1,6 +1,8 @@
 package exec_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,24 +62,24 @@ func TestTimedFirstReadAfterLearningTheRunTime(t *testing.T) {
 }
 
 // TestTimedFirstReadTooEarlyFollows: a command that runs longer than the
-// learned run time is still running at the timed snapshot and at the
-// second read; what they brought goes live, the follow takes over by byte
+// learned run time is still running at the timed snapshot, at the second
+// read and at the later ones; what they brought goes live, the follow takes over by byte
 // offset, and the command ends exactly once with every byte.
 func TestTimedFirstReadTooEarlyFollows(t *testing.T) {
 	e := newEnv(t, withFakeClock, withTimedFirstRead)
 	settle := e.learnRunTime(20 * time.Millisecond)
 	s := e.startStreamed(0, "")
-	e.awaitTimer(settle)
-	e.clock.Advance(settle)
-	e.awaitTimer(cmdexec.SecondReadGap) // the second read, as late as the slowest run (the only one) allows
-	e.clock.Advance(cmdexec.SecondReadGap)
+	// The timed read at 21 ms; the second as late as the slowest run (the
+	// only one) allows, at 23; the later reads at 27, 31 and 39 (the next,
+	// 55, is past twice the second).
+	e.advanceTimers(settle, cmdexec.SecondReadGap, laterReadGaps[0], laterReadGaps[1], laterReadGaps[2])
 	res, err := e.finish(t, s)
 	require.NoError(t, err)
 	require.NotNil(t, res.ExitCode)
 	assert.Equal(t, streamedOut, res.Stdout)
 	assert.Equal(t, streamedErr, res.Stderr)
 	assert.Equal(t, "followed", res.Metadata["logStream"])
-	assert.Equal(t, 2, e.count("GET", rLogs)-e.wsCount(), "the timed snapshot and the second read")
+	assert.Equal(t, 5, e.count("GET", rLogs)-e.wsCount(), "the timed snapshot, the second read and three later reads")
 	assert.Equal(t, 1, e.wsCount(), "then the follow")
 	assert.Equal(t, 1, e.srv.CountDispatches(s.id))
 	assertLive(t, s.rec, res)
@@ -149,5 +151,73 @@ func TestTimedSecondReadCatchesASlowerCommand(t *testing.T) {
 	assert.Equal(t, "fast_path", res.Metadata["logStream"])
 	assert.Equal(t, 3, e.commandCalls(), "dispatch and two snapshots")
 	assert.Equal(t, 0, e.wsCount(), "no follow")
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+}
+
+// laterReadGaps are the waits between the reads after the second one
+// (at second + 4, 8 and 16 ms).
+var laterReadGaps = []time.Duration{cmdexec.LaterReadGap, cmdexec.LaterReadGap, 2 * cmdexec.LaterReadGap}
+
+// advanceTimers waits for each timer of ds in turn and fires it.
+func (e *env) advanceTimers(ds ...time.Duration) {
+	e.t.Helper()
+	for _, d := range ds {
+		e.awaitTimer(d)
+		e.clock.Advance(d)
+	}
+}
+
+// TestLaterReadsCatchACommandSlowerThanItsRuns: a command still running
+// at the timed read, at the second read and at the first later read ends
+// before the next later read, which finds it finished: five calls over
+// pooled connections and no WebSocket, where a follow would have cost a
+// new connection and the daemon's log tail. The reads' text went live.
+func TestLaterReadsCatchACommandSlowerThanItsRuns(t *testing.T) {
+	e := newEnv(t, withFakeClock, withTimedFirstRead)
+	settle := e.learnRunTime(20 * time.Millisecond)
+	g := e.newGate()
+	id := tag()
+	rec := newRecorder()
+	ch := e.start(bashReq(`printf 'a\n'; `+g.shell()+"; printf b; : "+id), rec)
+	e.awaitStdout(id, func(stdout []byte) bool { return string(stdout) == "a\n" })
+	e.advanceTimers(settle, cmdexec.SecondReadGap, laterReadGaps[0])
+	e.awaitTimer(laterReadGaps[1])
+	require.Equal(t, 3, e.count("GET", rLogs), "three reads came too early")
+	g.open(t)
+	e.awaitExited()
+	e.clock.Advance(laterReadGaps[1])
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, "a\nb", res.Stdout)
+	assert.Equal(t, "fast_path", res.Metadata["logStream"])
+	assert.Equal(t, 5, e.commandCalls(), "dispatch and four snapshots")
+	assert.Equal(t, 0, e.wsCount(), "no follow")
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	assert.Equal(t, "a\n", rec.text("stdout"), "what the early reads brought went live")
+	assertLive(t, rec, res)
+}
+
+// TestNoLaterReadsOfALargeLog: when the reads that came too early
+// brought laterReadsMaxLog bytes, no later read fetches the whole log
+// again: the follow takes over at once and skips what was read by offset.
+func TestNoLaterReadsOfALargeLog(t *testing.T) {
+	e := newEnv(t, withFakeClock, withTimedFirstRead)
+	settle := e.learnRunTime(20 * time.Millisecond)
+	g := e.newGate()
+	id := tag()
+	n := cmdexec.LaterReadsMaxLog
+	ch := e.start(bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b; : %s", n, g.shell(), id)), nil)
+	e.awaitStdout(id, func(stdout []byte) bool { return len(stdout) == n })
+	e.advanceTimers(settle, cmdexec.SecondReadGap)
+	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 3))
+	// The command waits at the gate, so no catch-up read can have come yet.
+	assert.Equal(t, 1, e.wsCount(), "after the timed snapshot and the second read, no later read: the follow")
+	g.open(t)
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, strings.Repeat("a\n", n/2)+"b", res.Stdout)
+	assert.Equal(t, "followed", res.Metadata["logStream"])
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 }
