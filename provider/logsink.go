@@ -11,23 +11,28 @@ import (
 
 // Live output batching (docs/exec.md#live-output-to-the-host). The first
 // bytes after a quiet spell go to the host at once (a prompt, a progress
-// line). What follows is gathered while a send is under way and for
-// coalesceWindow after it, and goes out as one execute.log chunk: the host
-// parses every notification and then the whole result again, so a command
-// printing a lot costs it less in fewer, larger chunks, and nothing waits
-// on the host's pipe while the command's output is read. Chunks still
-// pending when the result is ready are dropped (close(true)): their bytes
-// are in it.
+// line) when they are few (under burstMax). What follows, and bulk output
+// after a quiet spell, is gathered while a send is under way and for
+// coalesceWindow after it (after its first bytes, for bulk after a quiet
+// spell), and goes out as one execute.log chunk: the host parses every
+// notification and then the whole result again, so a command printing a
+// lot costs it less in fewer, larger chunks, and nothing waits on the
+// host's pipe while the command's output is read. Chunks still pending
+// when the result is ready are dropped (close(true)): their bytes are in
+// it. Bulk output mostly comes at a command's end (a log snapshot made
+// just before the end markers were written), so holding it for the window
+// mostly means the host parses it once, in the result.
 const (
 	coalesceWindow = 50 * time.Millisecond
-	// coalesceMax: a batch this large goes out without waiting for the
-	// window (rpc.ExecuteLog cuts it to the host's chunk limit). Large, so
+	// burstMax: the first bytes after a quiet spell go at once only while
+	// fewer than this.
+	burstMax = 64 << 10
+	// pendingMax: a batch this large goes out without waiting for the
+	// window (rpc.ExecuteLog cuts it to the host's chunk limit), and
+	// beyond it a write waits for the send under way (the command's
+	// output is then read no faster than the host takes it). Large, so
 	// that fast output still gathered at the command's end is dropped
 	// rather than sent.
-	coalesceMax = 4 << 20
-	// pendingMax bounds what is gathered: beyond it a write waits for the
-	// send under way (the command's output is then read no faster than
-	// the host takes it, as before batching).
 	pendingMax = 8 << 20
 )
 
@@ -45,8 +50,8 @@ type logSink struct {
 	pending  []logPiece
 	size     int
 	timer    *time.Timer
-	timerSeq uint64 // tells a stale tick from the current one
-	last     time.Time
+	timerSeq uint64    // tells a stale tick from the current one
+	last     time.Time // the last send ended (or bulk after a quiet spell came)
 	sending  bool
 	closed   bool
 	failed   bool
@@ -79,12 +84,15 @@ func (s *logSink) write(stream, text string) error {
 	}
 	s.pending[len(s.pending)-1].text.WriteString(text)
 	s.size += len(text)
-	if !s.sending && s.timer == nil && s.size < coalesceMax && time.Since(s.last) > s.window {
-		// Quiet until now: these bytes go at once.
-		b := s.takeLocked()
-		s.mu.Unlock()
-		s.sendBatch(b)
-		return nil
+	if !s.sending && s.timer == nil && time.Since(s.last) > s.window {
+		if s.size < burstMax {
+			// Quiet until now: these few bytes go at once.
+			b := s.takeLocked()
+			s.mu.Unlock()
+			s.sendBatch(b)
+			return nil
+		}
+		s.last = time.Now() // bulk after a quiet spell: the window starts here
 	}
 	s.nextLocked()
 	s.mu.Unlock()
@@ -130,12 +138,13 @@ func (s *logSink) sendBatch(b []logPiece) {
 }
 
 // nextLocked schedules the pending batch: at once when it is full,
-// otherwise a window after the last send.
+// otherwise a window after the last send (or after bulk output that ended
+// a quiet spell).
 func (s *logSink) nextLocked() {
 	if s.closed || s.failed || s.sending || len(s.pending) == 0 {
 		return
 	}
-	if s.size >= coalesceMax {
+	if s.size >= pendingMax {
 		b := s.takeLocked()
 		go s.sendBatch(b)
 		return

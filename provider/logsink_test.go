@@ -64,11 +64,43 @@ func TestLogSinkFullBatchGoesOutImmediately(t *testing.T) {
 	s.send = func(_ context.Context, st rpc.LogStream, text string) error { sends <- sent{st, text}; return nil }
 	require.NoError(t, s.write("stdout", "x"))
 	require.Equal(t, sent{rpc.Stdout, "x"}, <-sends)
-	big := strings.Repeat("y", coalesceMax)
+	big := strings.Repeat("y", pendingMax)
 	require.NoError(t, s.write("stdout", big))
-	require.Equal(t, sent{rpc.Stdout, big}, <-sends, "a full batch does not wait for the window")
+	require.True(t, <-sends == sent{rpc.Stdout, big}, "a full batch does not wait for the window")
 	s.close(false)
 	require.Empty(t, sends)
+}
+
+// TestLogSinkHoldsBulkOutputForTheWindow: bulk output after a quiet spell
+// (a log snapshot's worth, most often read just before the command's end)
+// does not go out at once like a prompt would: it waits for the window,
+// and when the result comes first it is dropped, so the host parses
+// those bytes once, in the result. Without a result it is sent.
+func TestLogSinkHoldsBulkOutputForTheWindow(t *testing.T) {
+	for _, drop := range []bool{true, false} {
+		s, got := recordingSink()
+		s.window = time.Hour
+		bulk := strings.Repeat("b", burstMax)
+		require.NoError(t, s.write("stdout", bulk))
+		require.NoError(t, s.write("stdout", "c"))
+		require.Zero(t, len(got()), "bulk output waits for the window")
+		s.close(drop)
+		all := got()
+		if drop {
+			require.Zero(t, len(all), "dropped: the result holds it")
+		} else {
+			require.Len(t, all, 1)
+			require.True(t, all[0] == sent{rpc.Stdout, bulk + "c"}, "sent in one chunk")
+		}
+	}
+	// The window does fire for it.
+	s := newLogSink(context.Background())
+	s.window = time.Millisecond
+	sends := make(chan sent, 1)
+	s.send = func(_ context.Context, st rpc.LogStream, text string) error { sends <- sent{st, text}; return nil }
+	require.NoError(t, s.write("stderr", strings.Repeat("e", burstMax)))
+	require.True(t, <-sends == sent{rpc.Stderr, strings.Repeat("e", burstMax)})
+	s.close(false)
 }
 
 // TestLogSinkGathersWhileTheHostWriterIsBusy: writes made while a send
@@ -134,7 +166,7 @@ func TestLogSinkStopsAfterTheHostRefuses(t *testing.T) {
 	calls := 0
 	s.send = func(context.Context, rpc.LogStream, string) error { calls++; return errors.New("answered") }
 	require.NoError(t, s.write("stdout", "a"))
-	require.NoError(t, s.write("stdout", strings.Repeat("b", coalesceMax)))
+	require.NoError(t, s.write("stdout", strings.Repeat("b", pendingMax)))
 	s.close(false)
 	require.Equal(t, 1, calls)
 }
