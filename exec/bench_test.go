@@ -229,7 +229,9 @@ func BenchmarkMixedLease(b *testing.B) {
 // BenchmarkCat8MiB measures `cat` of an 8 MiB file (lines of 1 KiB) on the
 // session path, with the worker's settings (first read timed, follow
 // first), next to the one-shot path in the same run: the ratio of the two
-// is the bar of issue #12 in process, without the host.
+// is the bar of issue #12 in process, without the host. The session path
+// reports its calls and follows per command and the share of the output
+// that went to the sink live (the host would parse it twice).
 //
 //	go test -run '^$' -bench Cat8MiB -benchtime 20x ./exec/
 func BenchmarkCat8MiB(b *testing.B) {
@@ -241,11 +243,24 @@ func BenchmarkCat8MiB(b *testing.B) {
 		b.Run(map[bool]string{false: "session", true: "oneshot"}[bypass], func(b *testing.B) {
 			req := cmdexec.Request{Command: "cat", Args: []string{"f8"}, Timeout: time.Minute, BypassSession: bypass}
 			b.SetBytes(size)
+			calls, follows, live := 0, 0, 0
 			for i := 0; i < b.N; i++ {
-				res, err := e.runner.Execute(b.Context(), e.target, req, func(string, string) error { return nil })
+				b.StopTimer()
+				e.srv.ResetRequests()
+				b.StartTimer()
+				res, err := e.runner.Execute(b.Context(), e.target, req, func(_, text string) error { live += len(text); return nil })
 				if err != nil || len(res.Stdout) != size {
 					b.Fatalf("execute: %v, %d bytes", err, len(res.Stdout))
 				}
+				b.StopTimer()
+				calls += e.commandCalls()
+				follows += e.wsCount()
+				b.StartTimer()
+			}
+			if !bypass {
+				b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
+				b.ReportMetric(float64(follows)/float64(b.N), "follows/op")
+				b.ReportMetric(float64(live)/float64(b.N)/size, "live-share")
 			}
 		})
 	}

@@ -50,8 +50,8 @@ func SetCommandRunTimes(r *Runner, leaseKey string, req Request, ds ...time.Dura
 // second one.
 const SecondReadGap = secondReadGap
 
-// LaterReadGap and LaterReadsMaxLog shape the reads after the second one.
+// LaterReadGap and LargeLog shape the reads after the second one.
 const (
-	LaterReadGap     = laterReadGap
-	LaterReadsMaxLog = laterReadsMaxLog
+	LaterReadGap = laterReadGap
+	LargeLog     = largeLog
 )

@@ -274,13 +274,13 @@ func (x *run) observe() (Result, error) {
 	// which a follow opened too early waits for, is not waited for.
 	//
 	// Second read: when the timed read came before the end, a second
-	// snapshot is sent when the slowest of those recent short commands
-	// would have ended (at least 2 ms after the first), if that is still
-	// to come: a command a little slower than usual then costs one more
-	// call over a pooled connection, not a WebSocket of its own and the
+	// read is made when the slowest of those recent short commands would
+	// have ended (at least 2 ms after the first), if that is still to
+	// come: a command a little slower than usual then costs one more call
+	// over a pooled connection, not a WebSocket of its own and the
 	// daemon's 20 ms tail. Then, while the command may still be a short
-	// one, more snapshots at doubling gaps (laterReads). A command slower
-	// than that is followed.
+	// one, more reads at doubling gaps; status reads once the log is
+	// large (laterReads). A command slower than that is followed.
 	settle, second := x.r.settleFor(x.lease, x.key)
 	if settle > 0 {
 		if wait := x.sent.Add(settle).Sub(x.r.clock.Now()); wait > 0 && !sleep(x.cmdCtx, x.r.clock, wait) {
@@ -332,19 +332,16 @@ func (x *run) observe() (Result, error) {
 // dispatch was sent), then reads laterReadGap, 2×, 4× … that after the
 // second, while that is at most twice second. A read whose time passed
 // while the one before it was under way is skipped, so a slow network adds
-// no read that would go out right after the last. Reads after the second stop once the log holds
-// laterReadsMaxLog bytes: every snapshot brings the whole log again, and
-// the follow takes a large one from where the reads left it (with its
-// catch-up read). Each of these reads costs one call over a pooled
+// no read that would go out right after the last. Once the log holds
+// largeLog bytes, each of these reads is a status read (exitRead):
+// every snapshot brings the whole log again, so the log is read once more
+// only after the exit. Each of these reads costs one call over a pooled
 // connection, where the follow costs a new connection (a TLS handshake on
 // the real API) and waits for the daemon's 20 ms log tail; a command
 // still running at the last of them is most likely a long one, and the
 // follow then carries its live output.
 func (x *run) laterReads(second time.Duration) (res Result, done bool, err error) {
 	for i, at := 0, second; at <= 2*second; at, i = second+laterReadGap<<i, i+1 {
-		if i > 0 && x.out.received() >= laterReadsMaxLog {
-			break
-		}
 		wait := x.sent.Add(at).Sub(x.r.clock.Now())
 		if wait <= 0 {
 			continue // its time passed while the read before it was under way
@@ -353,6 +350,12 @@ func (x *run) laterReads(second time.Duration) (res Result, done bool, err error
 			res, err = x.stopped(context.Cause(x.cmdCtx))
 			return res, true, err
 		}
+		if x.out.received() >= largeLog {
+			if res, done, err = x.exitRead(); done || err != nil {
+				return res, true, err
+			}
+			continue
+		}
 		if res, done, err = x.fastPath(); done {
 			return res, done, err
 		}
@@ -360,12 +363,31 @@ func (x *run) laterReads(second time.Duration) (res Result, done bool, err error
 	return Result{}, false, nil
 }
 
+// exitRead is a later read of a command whose log is large: a status
+// read, and after the exit one snapshot for the rest of the output (the
+// daemon records the exit only after the log holds all of it), the
+// reference's fast path. done when the command's result is in; a failed
+// read (err nil, not done) leaves the command to the follow.
+func (x *run) exitRead() (res Result, done bool, err error) {
+	code, rerr := x.statusRead(x.cmdCtx, FastPathBound, errFastPathBound)
+	if x.cmdCtx.Err() != nil {
+		res, err = x.stopped(context.Cause(x.cmdCtx))
+		return res, true, err
+	}
+	if rerr != nil || code == nil {
+		return Result{}, false, nil
+	}
+	x.observed = "fast_path"
+	res, err = x.complete(*code)
+	return res, true, err
+}
+
 // laterReadGap is how long after the second read the next one comes
-// (then twice, four times … as long after it); laterReadsMaxLog ends the
-// reads after the second.
+// (then twice, four times … as long after it). From largeLog bytes of
+// log on, the second and later reads are status reads.
 const (
-	laterReadGap     = 4 * time.Millisecond
-	laterReadsMaxLog = 256 << 10
+	laterReadGap = 4 * time.Millisecond
+	largeLog     = 256 << 10
 )
 
 // readFailed handles an error of a status or snapshot read: timeouts

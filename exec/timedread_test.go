@@ -198,26 +198,36 @@ func TestLaterReadsCatchACommandSlowerThanItsRuns(t *testing.T) {
 	assertLive(t, rec, res)
 }
 
-// TestNoLaterReadsOfALargeLog: when the reads that came too early
-// brought laterReadsMaxLog bytes, no later read fetches the whole log
-// again: the follow takes over at once and skips what was read by offset.
-func TestNoLaterReadsOfALargeLog(t *testing.T) {
+// TestLargeLogIsReadAgainOnlyAfterTheExit: when the timed read brought
+// LargeLog bytes of a command that had not ended, the reads after it are
+// status reads (each snapshot would carry the whole log again), and once
+// one shows the exit a single snapshot brings the rest: no WebSocket, and
+// the log is read twice in all.
+func TestLargeLogIsReadAgainOnlyAfterTheExit(t *testing.T) {
 	e := newEnv(t, withFakeClock, withTimedFirstRead)
 	settle := e.learnRunTime(20 * time.Millisecond)
 	g := e.newGate()
 	id := tag()
-	n := cmdexec.LaterReadsMaxLog
-	ch := e.start(bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b; : %s", n, g.shell(), id)), nil)
+	n := cmdexec.LargeLog
+	rec := newRecorder()
+	ch := e.start(bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b; : %s", n, g.shell(), id)), rec)
 	e.awaitStdout(id, func(stdout []byte) bool { return len(stdout) == n })
 	e.advanceTimers(settle, cmdexec.SecondReadGap)
-	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 3))
-	// The command waits at the gate, so no catch-up read can have come yet.
-	assert.Equal(t, 1, e.wsCount(), "after the timed snapshot and the second read, no later read: the follow")
+	e.awaitTimer(laterReadGaps[0])
+	assert.Equal(t, 1, e.count("GET", rLogs), "the timed snapshot only")
+	assert.Equal(t, 1, e.count("GET", rStatus), "the second read was a status read")
 	g.open(t)
+	e.awaitExited()
+	e.clock.Advance(laterReadGaps[0])
 	res, err := e.wait(ch)
 	require.NoError(t, err)
 	require.NotNil(t, res.ExitCode)
-	assert.Equal(t, strings.Repeat("a\n", n/2)+"b", res.Stdout)
-	assert.Equal(t, "followed", res.Metadata["logStream"])
+	assert.Equal(t, 0, *res.ExitCode)
+	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
+	assert.Equal(t, "fast_path", res.Metadata["logStream"])
+	assert.Equal(t, 2, e.count("GET", rStatus), "the exit was read")
+	assert.Equal(t, 2, e.count("GET", rLogs), "and then the log, once")
+	assert.Equal(t, 0, e.wsCount(), "no follow")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	assertLive(t, rec, res)
 }
