@@ -52,8 +52,16 @@ const runTimeSamples = 8
 
 // settleMax divides short commands from long ones: a run time above it is
 // a long command (a build, a test run), which the first read is not timed
-// for, because live output would wait.
-const settleMax = 100 * time.Millisecond
+// for, because live output would wait. A command line's own runs count as
+// short up to commandSettleMax: they foretell its next run well, and a
+// command that prints a lot (a listing, a large file) often runs 100-200
+// ms, where a follow would replay its log in 1 KiB frames and send them
+// all live; a quarter of a second before its first output shows matters
+// to no one.
+const (
+	settleMax        = 100 * time.Millisecond
+	commandSettleMax = 250 * time.Millisecond
+)
 
 // The margin starts at marginFloor, grows past a miss's lead by marginStep
 // and shrinks by marginDecay after each read that found the command
@@ -125,7 +133,9 @@ func (r *runTimes) learn(lead, run time.Duration, found bool) {
 // commands are the command line's own last 4 once it ran on the lease (of
 // which the second largest counts: the runs of one command spread little,
 // and one slow run, a cold cache or a loaded machine, must not hold back
-// its next four reads), the lease's last 8 otherwise.
+// its next four reads), the lease's last 8 otherwise. Short is at most
+// commandSettleMax for the command line's own runs, settleMax for the
+// lease's.
 //
 // Why a high share and not the fastest run: a read that comes too early
 // costs a call and then the second read or the follow; a read that comes
@@ -137,19 +147,19 @@ func (r *runTimes) learn(lead, run time.Duration, found bool) {
 // untimed.
 func (r *runTimes) settleCommand(key uint64) (settle, slowest time.Duration) {
 	if c := r.byCommand[key]; c != nil {
-		return r.settleOf(c.last[:c.n], commandRank)
+		return r.settleOf(c.last[:c.n], commandRank, commandSettleMax)
 	}
-	return r.settleOf(r.last[:r.n], settleRank)
+	return r.settleOf(r.last[:r.n], settleRank, settleMax)
 }
 
 // commandRank is the index, in n sorted run times of one command line, of
 // the one that counts: the largest of up to 3, the second largest of 4.
 func commandRank(n int) int { return n - 1 - n/commandRunSamples }
 
-func (r *runTimes) settleOf(samples []time.Duration, rank func(int) int) (settle, slowest time.Duration) {
+func (r *runTimes) settleOf(samples []time.Duration, rank func(int) int, limit time.Duration) (settle, slowest time.Duration) {
 	short := make([]time.Duration, 0, runTimeSamples)
 	for _, d := range samples {
-		if d <= settleMax {
+		if d <= limit {
 			short = append(short, d)
 		}
 	}

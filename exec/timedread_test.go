@@ -127,6 +127,27 @@ func TestTimedFirstReadUsesTheCommandsOwnRunTimes(t *testing.T) {
 	}
 }
 
+// TestTimedFirstReadForACommandLineOfLongerRuns: a command line whose own
+// runs took 150 ms (a listing, a large file), longer than the lease's
+// short commands may run, still has its first read timed from them: two
+// calls, no follow replaying its log.
+func TestTimedFirstReadForACommandLineOfLongerRuns(t *testing.T) {
+	e := newEnv(t, withFakeClock, withTimedFirstRead)
+	e.learnRunTime(20 * time.Millisecond)
+	req := bashReq("printf listing")
+	cmdexec.SetCommandRunTimes(e.runner, e.target.LeaseKey, req, 150*time.Millisecond)
+	ch := e.start(req, nil)
+	e.awaitTimer(151 * time.Millisecond)
+	e.awaitExited()
+	assert.Equal(t, 0, e.count("GET", rLogs), "no read before the settle")
+	e.clock.Advance(151 * time.Millisecond)
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.Equal(t, "listing", res.Stdout)
+	assert.Equal(t, "fast_path", res.Metadata["logStream"])
+	assert.Equal(t, 2, e.commandCalls(), "dispatch and one snapshot")
+}
+
 // TestTimedSecondReadCatchesASlowerCommand: a command a little slower
 // than the learned run times is still running at the timed first read;
 // the second read, when the slowest of them would have ended, finds it
