@@ -46,6 +46,23 @@ func SetCommandRunTimes(r *Runner, leaseKey string, req Request, ds ...time.Dura
 	}
 }
 
+// MarkLargeLog notes on the lease that req's last run left a large log
+// (after SetCommandRunTimes, which forgets it).
+func MarkLargeLog(r *Runner, leaseKey string, req Request) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leases[leaseKey].runs.byCommand[r.commandKey(buildScript(req.Command, req.Args, req.Cwd, req.Env, ""))].large = true
+}
+
+// LargeLogLearned reports whether the lease noted that req's last run
+// left a large log.
+func LargeLogLearned(r *Runner, leaseKey string, req Request) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.leases[leaseKey].runs.byCommand[r.commandKey(buildScript(req.Command, req.Args, req.Cwd, req.Env, ""))]
+	return c != nil && c.large
+}
+
 // SecondReadGap is the least time between a timed first read and the
 // second one.
 const SecondReadGap = secondReadGap
@@ -54,4 +71,5 @@ const SecondReadGap = secondReadGap
 const (
 	LaterReadGap = laterReadGap
 	LargeLog     = largeLog
+	BulkWatchGap = bulkWatchGap
 )

@@ -210,36 +210,36 @@ func TestSettleFromTheCommandsOwnRunTimes(t *testing.T) {
 	ms := time.Millisecond
 	var r runTimes
 	for _, d := range []time.Duration{40, 45, 50} {
-		r.addCommand(1, d*ms) // a slow setup step
+		r.addCommand(1, d*ms, false) // a slow setup step
 	}
 	assert.Equal(t, 51*ms, first(r.settleCommand(2)), "a new command: the lease's")
-	r.addCommand(2, 20*ms)
+	r.addCommand(2, 20*ms, false)
 	assert.Equal(t, 21*ms, first(r.settleCommand(2)), "its own run")
 	assert.Equal(t, 51*ms, first(r.settleCommand(3)), "another new one: the lease's")
-	r.addCommand(2, 22*ms)
+	r.addCommand(2, 22*ms, false)
 	assert.Equal(t, 23*ms, first(r.settleCommand(2)), "the larger of two")
-	r.addCommand(2, 90*ms)
+	r.addCommand(2, 90*ms, false)
 	assert.Equal(t, 91*ms, first(r.settleCommand(2)), "the largest of three")
-	r.addCommand(2, 21*ms)
+	r.addCommand(2, 21*ms, false)
 	assert.Equal(t, 23*ms, first(r.settleCommand(2)), "of four, one slow run does not count")
 	for _, d := range []time.Duration{30, 22, 21, 23, 20} {
-		r.addCommand(2, d*ms)
+		r.addCommand(2, d*ms, false)
 	}
 	assert.Equal(t, 23*ms, first(r.settleCommand(2)), "its last four: 22 21 23 20")
 	_, slowest := r.settleCommand(2)
 	assert.Equal(t, 24*ms, slowest, "the second read: the slowest of them")
-	r.addCommand(4, 2*time.Second)
-	r.addCommand(4, 3*time.Second)
+	r.addCommand(4, 2*time.Second, false)
+	r.addCommand(4, 3*time.Second, false)
 	assert.Equal(t, time.Duration(0), first(r.settleCommand(4)), "a long command is not timed")
 	for k := uint64(100); k < 100+commandHistories-3; k++ {
-		r.addCommand(k, 5*ms)
+		r.addCommand(k, 5*ms, false)
 	}
-	r.addCommand(2, 20*ms) // used again: the least recently used is now 1
-	r.addCommand(99, 5*ms)
+	r.addCommand(2, 20*ms, false) // used again: the least recently used is now 1
+	r.addCommand(99, 5*ms, false)
 	assert.Len(t, r.byCommand, commandHistories)
 	assert.NotContains(t, r.byCommand, uint64(1), "the least recently used history went")
 	assert.Contains(t, r.byCommand, uint64(2))
-	r.addCommand(98, 5*ms)
+	r.addCommand(98, 5*ms, false)
 	assert.NotContains(t, r.byCommand, uint64(4))
 	assert.Equal(t, 22*ms, first(r.settleCommand(2)), "its last four: 21 23 20 20")
 }

@@ -35,6 +35,8 @@ type commandRuns struct {
 	n    int
 	next int
 	used uint64
+	// large: the command line's last run left a large log (largeLog).
+	large bool
 }
 
 // commandRunSamples and commandHistories bound what a lease keeps per
@@ -79,14 +81,15 @@ func (r *runTimes) add(d time.Duration) {
 	r.n = min(r.n+1, runTimeSamples)
 }
 
-// addCommand records d for the lease and for the command line key.
-func (r *runTimes) addCommand(key uint64, d time.Duration) {
+// addCommand records d for the lease and for the command line key, and
+// whether the run left a large log.
+func (r *runTimes) addCommand(key uint64, d time.Duration, large bool) {
 	r.add(d)
-	r.addToCommand(key, d)
+	r.addToCommand(key, d).large = large
 }
 
 // addToCommand records d for the command line key only.
-func (r *runTimes) addToCommand(key uint64, d time.Duration) {
+func (r *runTimes) addToCommand(key uint64, d time.Duration) *commandRuns {
 	r.uses++
 	c := r.byCommand[key]
 	if c == nil {
@@ -109,6 +112,7 @@ func (r *runTimes) addToCommand(key uint64, d time.Duration) {
 	c.next = (c.next + 1) % commandRunSamples
 	c.n = min(c.n+1, commandRunSamples)
 	c.used = r.uses
+	return c
 }
 
 // learn adjusts the margin after a first read made lead after the
@@ -178,10 +182,10 @@ func settleRank(n int) int { return (8*n+9)/10 - 1 }
 // noteRunTime records a finished command's run time on its lease and, if
 // its first read was a snapshot made lead after the dispatch was sent,
 // what that read found.
-func (r *Runner) noteRunTime(l *lease, key uint64, run time.Duration, probed bool, lead time.Duration, found bool) {
+func (r *Runner) noteRunTime(l *lease, key uint64, run time.Duration, large, probed bool, lead time.Duration, found bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l.runs.addCommand(key, run)
+	l.runs.addCommand(key, run, large)
 	if probed {
 		l.runs.learn(lead, run, found)
 	}
@@ -203,3 +207,35 @@ func (r *Runner) settleFor(l *lease, key uint64) (settle, second time.Duration) 
 // secondReadGap is the least time between a timed first read and the
 // second one.
 const secondReadGap = 2 * time.Millisecond
+
+// bulkRuns reports, for a command line whose last run left a large log
+// and whose runs are short (commandSettleMax), when the fastest and the
+// slowest of its recent runs would have ended, margin included.
+func (r *runTimes) bulkRuns(key uint64) (fastest, slowest time.Duration, ok bool) {
+	c := r.byCommand[key]
+	if c == nil || !c.large {
+		return 0, 0, false
+	}
+	short := make([]time.Duration, 0, commandRunSamples)
+	for _, d := range c.last[:c.n] {
+		if d <= commandSettleMax {
+			short = append(short, d)
+		}
+	}
+	if len(short) == 0 || 2*len(short) < c.n {
+		return 0, 0, false
+	}
+	slices.Sort(short)
+	m := max(r.margin, marginFloor)
+	return short[0] + m, short[len(short)-1] + m, true
+}
+
+// bulkFor is bulkRuns under the runner's lock, when first reads are timed.
+func (r *Runner) bulkFor(l *lease, key uint64) (fastest, slowest time.Duration, ok bool) {
+	if !r.timeFirstRead {
+		return 0, 0, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return l.runs.bulkRuns(key)
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 )
 
@@ -251,4 +252,81 @@ func TestLargeLogIsReadAgainOnlyAfterTheExit(t *testing.T) {
 	assert.Equal(t, 0, e.wsCount(), "no follow")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 	assertLive(t, rec, res)
+}
+
+// TestBulkCommandLineIsWatchedWithStatusReads: a command line whose last
+// run left a large log is not read whole at a timed snapshot: status reads
+// watch its exit from when its fastest run would have ended, and one
+// snapshot after the exit brings the output. Nothing goes live (the host
+// gets those bytes once, in the result), and no WebSocket is opened.
+func TestBulkCommandLineIsWatchedWithStatusReads(t *testing.T) {
+	e := newEnv(t, withFakeClock, withTimedFirstRead)
+	e.learnRunTime(20 * time.Millisecond)
+	g := e.newGate()
+	n := cmdexec.LargeLog
+	req := bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b", n, g.shell()))
+	cmdexec.SetCommandRunTimes(e.runner, e.target.LeaseKey, req, 20*time.Millisecond, 30*time.Millisecond)
+	cmdexec.MarkLargeLog(e.runner, e.target.LeaseKey, req)
+	rec := newRecorder()
+	ch := e.start(req, rec)
+	// From the fastest run (21 ms with the margin) every 4 ms until the
+	// slowest (31 ms), then at doubling gaps.
+	e.advanceTimers(21*time.Millisecond, cmdexec.BulkWatchGap, cmdexec.BulkWatchGap)
+	e.awaitTimer(cmdexec.BulkWatchGap)
+	assert.Equal(t, 3, e.count("GET", rStatus), "three status reads")
+	assert.Equal(t, 0, e.count("GET", rLogs), "no snapshot of the running command")
+	g.open(t)
+	e.awaitExited()
+	e.clock.Advance(cmdexec.BulkWatchGap)
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
+	assert.Equal(t, "fast_path", res.Metadata["logStream"])
+	assert.Equal(t, 4, e.count("GET", rStatus))
+	assert.Equal(t, 1, e.count("GET", rLogs), "one snapshot, after the exit")
+	assert.Equal(t, 0, e.wsCount(), "no follow")
+	assert.Empty(t, rec.all(), "nothing went live")
+}
+
+// TestLargeLogIsLearned: a run that leaves LargeLog bytes of log marks its
+// command line as one that prints a lot; a short one does not.
+func TestLargeLogIsLearned(t *testing.T) {
+	e := newEnv(t, withTimedFirstRead)
+	bulk := bashReq(fmt.Sprintf("yes a | head -c %d", cmdexec.LargeLog))
+	short := bashReq("printf hi")
+	for _, req := range []cmdexec.Request{bulk, short} {
+		_, err := e.runner.Execute(ctxT(t), e.target, req, nil)
+		require.NoError(t, err)
+	}
+	assert.True(t, cmdexec.LargeLogLearned(e.runner, e.target.LeaseKey, bulk))
+	assert.False(t, cmdexec.LargeLogLearned(e.runner, e.target.LeaseKey, short))
+}
+
+// TestFailedSnapshotAfterTheExitIsReadAgain: when the snapshot after a
+// status read that showed the exit fails, the command is not reported
+// failed: the next watch read sees the exit again and its snapshot brings
+// the output.
+func TestFailedSnapshotAfterTheExitIsReadAgain(t *testing.T) {
+	e := newEnv(t, withFakeClock, withTimedFirstRead)
+	e.learnRunTime(20 * time.Millisecond)
+	n := cmdexec.LargeLog
+	id := tag()
+	req := bashReq(fmt.Sprintf("yes a | head -c %d; : %s", n, id))
+	cmdexec.SetCommandRunTimes(e.runner, e.target.LeaseKey, req, 20*time.Millisecond)
+	cmdexec.MarkLargeLog(e.runner, e.target.LeaseKey, req)
+	e.srv.Inject(daytonatest.Fault{Route: rLogs, Times: 1, Status: 503})
+	ch := e.start(req, nil)
+	require.NoError(t, e.srv.Await(ctxT(t), func() bool { return e.srv.CountDispatches(id) == 1 }))
+	e.awaitExited()
+	e.advanceTimers(21*time.Millisecond, cmdexec.BulkWatchGap)
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, 0, *res.ExitCode)
+	assert.True(t, strings.Repeat("a\n", n/2) == res.Stdout, "exact bytes")
+	assert.Equal(t, "fast_path", res.Metadata["logStream"])
+	assert.Equal(t, 2, e.count("GET", rStatus))
+	assert.Equal(t, 2, e.count("GET", rLogs), "the refused snapshot and the next")
+	assert.Equal(t, 0, e.wsCount())
 }
