@@ -46,17 +46,16 @@ func (x *run) earlyReads() (res Result, done bool, err error) {
 	//
 	// Bulk: a command line whose last run left a large log, on a close
 	// network, has its exit watched with status reads instead (watchBulk).
-	if fastest, slowest, ok := x.r.bulkFor(x.lease, x.key); ok && x.r.followFirst > 0 && x.dispatchRTT < x.r.followFirst {
+	if fastest, slowest, ok := x.r.bulkFor(x.lease, x.key); ok && x.closeNetwork() {
 		return x.watchBulk(fastest, slowest)
 	}
 	settle, second := x.r.settleFor(x.lease, x.key)
 	if settle > 0 {
 		if wait := x.sent.Add(settle).Sub(x.r.clock.Now()); wait > 0 && !sleep(x.cmdCtx, x.r.clock, wait) {
-			res, err = x.stopped(context.Cause(x.cmdCtx))
-			return res, true, err
+			return x.stop()
 		}
 	}
-	if settle <= 0 && x.r.followFirst > 0 && x.dispatchRTT < x.r.followFirst {
+	if settle <= 0 && x.closeNetwork() {
 		return Result{}, false, nil // follow first
 	}
 	x.probed, x.lead = true, x.r.clock.Now().Sub(x.sent)
@@ -68,6 +67,18 @@ func (x *run) earlyReads() (res Result, done bool, err error) {
 		return x.laterReads(second)
 	}
 	return Result{}, false, nil
+}
+
+// stop ends the reads with the result of a command whose context ended.
+func (x *run) stop() (Result, bool, error) {
+	res, err := x.stopped(context.Cause(x.cmdCtx))
+	return res, true, err
+}
+
+// closeNetwork reports whether the dispatch came back within
+// Options.FollowFirstBelow: the daemon is a few milliseconds away.
+func (x *run) closeNetwork() bool {
+	return x.r.followFirst > 0 && x.dispatchRTT < x.r.followFirst
 }
 
 // laterReads makes the reads after a timed first read that came before
@@ -91,8 +102,7 @@ func (x *run) laterReads(second time.Duration) (res Result, done bool, err error
 			continue // its time passed while the read before it was under way
 		}
 		if !sleep(x.cmdCtx, x.r.clock, wait) {
-			res, err = x.stopped(context.Cause(x.cmdCtx))
-			return res, true, err
+			return x.stop()
 		}
 		if x.out.received() >= largeLog {
 			if res, done, err = x.exitRead(); done || err != nil {
@@ -124,11 +134,10 @@ func (x *run) watchBulk(fastest, slowest time.Duration) (res Result, done bool, 
 		}
 		wait := x.sent.Add(at).Sub(x.r.clock.Now())
 		if wait <= 0 {
-			continue
+			continue // as in laterReads
 		}
 		if !sleep(x.cmdCtx, x.r.clock, wait) {
-			res, err = x.stopped(context.Cause(x.cmdCtx))
-			return res, true, err
+			return x.stop()
 		}
 		if res, done, err = x.exitRead(); done || err != nil {
 			return res, true, err
@@ -141,7 +150,7 @@ func (x *run) watchBulk(fastest, slowest time.Duration) (res Result, done bool, 
 // slowest recent run would have ended; it doubles after that.
 const bulkWatchGap = 4 * time.Millisecond
 
-// exitRead is a later read of a command whose log is large: a status
+// exitRead is a read of a command whose log is large: a status
 // read, and after the exit one snapshot for the rest of the output (the
 // daemon records the exit only after the log holds all of it), the
 // reference's fast path. done when the command's result is in; a failed
@@ -150,8 +159,7 @@ const bulkWatchGap = 4 * time.Millisecond
 func (x *run) exitRead() (res Result, done bool, err error) {
 	code, rerr := x.statusRead(x.cmdCtx, FastPathBound, errFastPathBound)
 	if x.cmdCtx.Err() != nil {
-		res, err = x.stopped(context.Cause(x.cmdCtx))
-		return res, true, err
+		return x.stop()
 	}
 	if rerr != nil || code == nil {
 		return Result{}, false, nil
@@ -173,8 +181,7 @@ const (
 func (x *run) fastPath() (res Result, done bool, err error) {
 	_ = x.rawSnapshot(x.cmdCtx, FastPathBound, errFastPathBound)
 	if x.cmdCtx.Err() != nil {
-		res, err = x.stopped(context.Cause(x.cmdCtx))
-		return res, true, err
+		return x.stop()
 	}
 	if code, ok := x.out.ended(); ok {
 		x.observed = "fast_path"
