@@ -206,7 +206,7 @@ func (e *env) newGate() *gate {
 func (g *gate) shell() string { return "read _ < " + g.name }
 
 // open releases the waiting command (blocks until it reads).
-func (g *gate) open(t *testing.T) {
+func (g *gate) open(t testing.TB) {
 	t.Helper()
 	require.NoError(t, os.WriteFile(g.path, []byte("go\n"), 0o600))
 }

@@ -163,16 +163,9 @@ func TestTimedSecondReadCatchesASlowerCommand(t *testing.T) {
 	e.clock.Advance(settle)
 	e.awaitTimer(cmdexec.SecondReadGap)
 	require.Equal(t, 1, e.count("GET", rLogs), "the first read came too early")
-	g.open(t)
-	e.awaitExited()
-	e.clock.Advance(cmdexec.SecondReadGap)
-	res, err := e.wait(ch)
-	require.NoError(t, err)
-	require.NotNil(t, res.ExitCode)
+	res := e.releaseAtTimer(g, cmdexec.SecondReadGap, ch)
 	assert.Equal(t, "ab", res.Stdout)
-	assert.Equal(t, "fast_path", res.Metadata["logStream"])
 	assert.Equal(t, 3, e.commandCalls(), "dispatch and two snapshots")
-	assert.Equal(t, 0, e.wsCount(), "no follow")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 }
 
@@ -187,6 +180,23 @@ func (e *env) advanceTimers(ds ...time.Duration) {
 		e.awaitTimer(d)
 		e.clock.Advance(d)
 	}
+}
+
+// releaseAtTimer opens g while the runner waits on its timer of d, waits
+// for the command's exit, fires the timer and returns the result of ch,
+// which the read at that timer must have found: an exit code, the fast
+// path, no follow.
+func (e *env) releaseAtTimer(g *gate, d time.Duration, ch <-chan execOut) cmdexec.Result {
+	e.t.Helper()
+	g.open(e.t)
+	e.awaitExited()
+	e.clock.Advance(d)
+	res, err := e.wait(ch)
+	require.NoError(e.t, err)
+	require.NotNil(e.t, res.ExitCode)
+	assert.Equal(e.t, "fast_path", res.Metadata["logStream"])
+	assert.Equal(e.t, 0, e.wsCount(), "no follow")
+	return res
 }
 
 // TestLaterReadsCatchACommandSlowerThanItsRuns: a command still running
@@ -205,16 +215,9 @@ func TestLaterReadsCatchACommandSlowerThanItsRuns(t *testing.T) {
 	e.advanceTimers(settle, cmdexec.SecondReadGap, laterReadGaps[0])
 	e.awaitTimer(laterReadGaps[1])
 	require.Equal(t, 3, e.count("GET", rLogs), "three reads came too early")
-	g.open(t)
-	e.awaitExited()
-	e.clock.Advance(laterReadGaps[1])
-	res, err := e.wait(ch)
-	require.NoError(t, err)
-	require.NotNil(t, res.ExitCode)
+	res := e.releaseAtTimer(g, laterReadGaps[1], ch)
 	assert.Equal(t, "a\nb", res.Stdout)
-	assert.Equal(t, "fast_path", res.Metadata["logStream"])
 	assert.Equal(t, 5, e.commandCalls(), "dispatch and four snapshots")
-	assert.Equal(t, 0, e.wsCount(), "no follow")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 	assert.Equal(t, "a\n", rec.text("stdout"), "what the early reads brought went live")
 	assertLive(t, rec, res)
@@ -238,18 +241,11 @@ func TestLargeLogIsReadAgainOnlyAfterTheExit(t *testing.T) {
 	e.awaitTimer(laterReadGaps[0])
 	assert.Equal(t, 1, e.count("GET", rLogs), "the timed snapshot only")
 	assert.Equal(t, 1, e.count("GET", rStatus), "the second read was a status read")
-	g.open(t)
-	e.awaitExited()
-	e.clock.Advance(laterReadGaps[0])
-	res, err := e.wait(ch)
-	require.NoError(t, err)
-	require.NotNil(t, res.ExitCode)
+	res := e.releaseAtTimer(g, laterReadGaps[0], ch)
 	assert.Equal(t, 0, *res.ExitCode)
 	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
-	assert.Equal(t, "fast_path", res.Metadata["logStream"])
 	assert.Equal(t, 2, e.count("GET", rStatus), "the exit was read")
 	assert.Equal(t, 2, e.count("GET", rLogs), "and then the log, once")
-	assert.Equal(t, 0, e.wsCount(), "no follow")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 	assertLive(t, rec, res)
 }
@@ -275,17 +271,10 @@ func TestBulkCommandLineIsWatchedWithStatusReads(t *testing.T) {
 	e.awaitTimer(cmdexec.BulkWatchGap)
 	assert.Equal(t, 3, e.count("GET", rStatus), "three status reads")
 	assert.Equal(t, 0, e.count("GET", rLogs), "no snapshot of the running command")
-	g.open(t)
-	e.awaitExited()
-	e.clock.Advance(cmdexec.BulkWatchGap)
-	res, err := e.wait(ch)
-	require.NoError(t, err)
-	require.NotNil(t, res.ExitCode)
+	res := e.releaseAtTimer(g, cmdexec.BulkWatchGap, ch)
 	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
-	assert.Equal(t, "fast_path", res.Metadata["logStream"])
 	assert.Equal(t, 4, e.count("GET", rStatus))
 	assert.Equal(t, 1, e.count("GET", rLogs), "one snapshot, after the exit")
-	assert.Equal(t, 0, e.wsCount(), "no follow")
 	assert.Empty(t, rec.all(), "nothing went live")
 }
 
