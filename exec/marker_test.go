@@ -244,6 +244,34 @@ func TestSettleFromTheCommandsOwnRunTimes(t *testing.T) {
 	assert.Equal(t, 22*ms, first(r.settleCommand(2)), "its last four: 21 23 20 20")
 }
 
+// TestBulkRunsOfACommandLineThatPrintsALot: a command line is watched as a
+// bulk one only while its last run left a large log and most of its runs
+// are short (up to 250 ms), from its fastest run to its slowest; its own
+// runs up to 250 ms also time its first read.
+func TestBulkRunsOfACommandLineThatPrintsALot(t *testing.T) {
+	ms := time.Millisecond
+	var r runTimes
+	r.addCommand(1, 120*ms, true)
+	r.addCommand(1, 180*ms, true)
+	fastest, slowest, ok := r.bulkRuns(1)
+	assert.True(t, ok)
+	assert.Equal(t, 121*ms, fastest)
+	assert.Equal(t, 181*ms, slowest)
+	assert.Equal(t, 181*ms, first(r.settleCommand(1)), "its own runs time its read up to 250 ms")
+	r.addCommand(1, 150*ms, false)
+	_, _, ok = r.bulkRuns(1)
+	assert.False(t, ok, "its last run left a small log")
+	r.addCommand(1, time.Second, true)
+	r.addCommand(1, 2*time.Second, true)
+	r.addCommand(1, 3*time.Second, true)
+	_, _, ok = r.bulkRuns(1)
+	assert.False(t, ok, "most of its runs are long")
+	_, _, ok = r.bulkRuns(2)
+	assert.False(t, ok, "a command line never run")
+	r.addCommand(3, 300*ms, false)
+	assert.Equal(t, time.Duration(0), first(r.settleCommand(3)), "beyond 250 ms: not timed")
+}
+
 // first is the first of two results.
 func first[A, B any](a A, _ B) A { return a }
 

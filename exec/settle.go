@@ -56,10 +56,10 @@ const runTimeSamples = 8
 // a long command (a build, a test run), which the first read is not timed
 // for, because live output would wait. A command line's own runs count as
 // short up to commandSettleMax: they foretell its next run well, and a
-// command that prints a lot (a listing, a large file) often runs 100-200
-// ms, where a follow would replay its log in 1 KiB frames and send them
-// all live; a quarter of a second before its first output shows matters
-// to no one.
+// command that prints a lot (a listing, a large file) can run 100-250 ms
+// (an 8 MiB cat on a loaded machine), where a follow would replay its log
+// in 1 KiB frames and send them all live; a quarter of a second before
+// its first output shows matters to no one.
 const (
 	settleMax        = 100 * time.Millisecond
 	commandSettleMax = 250 * time.Millisecond
@@ -161,6 +161,17 @@ func (r *runTimes) settleCommand(key uint64) (settle, slowest time.Duration) {
 func commandRank(n int) int { return n - 1 - n/commandRunSamples }
 
 func (r *runTimes) settleOf(samples []time.Duration, rank func(int) int, limit time.Duration) (settle, slowest time.Duration) {
+	short := shortRuns(samples, limit)
+	if short == nil {
+		return 0, 0
+	}
+	m := max(r.margin, marginFloor)
+	return short[rank(len(short))] + m, short[len(short)-1] + m
+}
+
+// shortRuns returns the samples of at most limit, sorted, or nil unless
+// they are at least half of all samples.
+func shortRuns(samples []time.Duration, limit time.Duration) []time.Duration {
 	short := make([]time.Duration, 0, runTimeSamples)
 	for _, d := range samples {
 		if d <= limit {
@@ -168,11 +179,10 @@ func (r *runTimes) settleOf(samples []time.Duration, rank func(int) int, limit t
 		}
 	}
 	if len(short) == 0 || 2*len(short) < len(samples) {
-		return 0, 0
+		return nil
 	}
 	slices.Sort(short)
-	m := max(r.margin, marginFloor)
-	return short[rank(len(short))] + m, short[len(short)-1] + m
+	return short
 }
 
 // settleRank is the index, in n sorted run times, of the one 80 % of them
@@ -216,16 +226,10 @@ func (r *runTimes) bulkRuns(key uint64) (fastest, slowest time.Duration, ok bool
 	if c == nil || !c.large {
 		return 0, 0, false
 	}
-	short := make([]time.Duration, 0, commandRunSamples)
-	for _, d := range c.last[:c.n] {
-		if d <= commandSettleMax {
-			short = append(short, d)
-		}
-	}
-	if len(short) == 0 || 2*len(short) < c.n {
+	short := shortRuns(c.last[:c.n], commandSettleMax)
+	if short == nil {
 		return 0, 0, false
 	}
-	slices.Sort(short)
 	m := max(r.margin, marginFloor)
 	return short[0] + m, short[len(short)-1] + m, true
 }
