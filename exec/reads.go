@@ -105,8 +105,8 @@ func (x *run) laterReads(second time.Duration) (res Result, done bool, err error
 			return x.stop()
 		}
 		if x.out.received() >= largeLog {
-			if res, done, err = x.exitRead(); done || err != nil {
-				return res, true, err
+			if res, done, err = x.exitRead(); done {
+				return res, done, err
 			}
 			continue
 		}
@@ -139,8 +139,8 @@ func (x *run) watchBulk(fastest, slowest time.Duration) (res Result, done bool, 
 		if !sleep(x.cmdCtx, x.r.clock, wait) {
 			return x.stop()
 		}
-		if res, done, err = x.exitRead(); done || err != nil {
-			return res, true, err
+		if res, done, err = x.exitRead(); done {
+			return res, done, err
 		}
 	}
 	return Result{}, false, nil
