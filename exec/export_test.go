@@ -73,3 +73,15 @@ const (
 	LargeLog     = largeLog
 	BulkWatchGap = bulkWatchGap
 )
+
+// Kept reports what the lease noted req's command line kept of each
+// stream on its last run (what its next run reserves).
+func Kept(r *Runner, leaseKey string, req Request) [2]int {
+	r.mu.Lock()
+	l := r.leases[leaseKey]
+	r.mu.Unlock()
+	return r.keptFor(l, r.commandKey(buildScript(req.Command, req.Args, req.Cwd, req.Env, "")))
+}
+
+// ReserveMin is the least text a run reserves.
+const ReserveMin = reserveMin

@@ -525,9 +525,17 @@ func (r *Runner) Execute(ctx context.Context, t Target, req Request, sink Sink) 
 		}
 	}
 	x.script = buildScript(req.Command, req.Args, req.Cwd, req.Env, stdinPath)
-	if req.BypassSession {
-		return x.oneShot()
-	}
 	x.key = r.commandKey(x.script)
-	return x.inSession()
+	x.out.reserve(r.keptFor(x.lease, x.key))
+	var res Result
+	var err error
+	if req.BypassSession {
+		res, err = x.oneShot()
+	} else {
+		res, err = x.inSession()
+	}
+	if err == nil && !res.TimedOut {
+		r.noteKept(x.lease, x.key, x.out.kept())
+	}
+	return res, err
 }

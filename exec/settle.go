@@ -37,6 +37,10 @@ type commandRuns struct {
 	used uint64
 	// large: the command line's last run left a large log (largeLog).
 	large bool
+	// kept: the bytes of text each stream (stdout, stderr) kept on the
+	// command line's last run, which the next run reserves
+	// (output.reserve).
+	kept [2]int
 }
 
 // commandRunSamples and commandHistories bound what a lease keeps per
@@ -90,6 +94,17 @@ func (r *runTimes) addCommand(key uint64, d time.Duration, large bool) {
 
 // addToCommand records d for the command line key only.
 func (r *runTimes) addToCommand(key uint64, d time.Duration) *commandRuns {
+	c := r.command(key)
+	c.last[c.next] = d
+	c.next = (c.next + 1) % commandRunSamples
+	c.n = min(c.n+1, commandRunSamples)
+	return c
+}
+
+// command returns the history of the command line key, made (in place of
+// the least recently used one when commandHistories are held) if the
+// lease has none, and marks it used.
+func (r *runTimes) command(key uint64) *commandRuns {
 	r.uses++
 	c := r.byCommand[key]
 	if c == nil {
@@ -108,9 +123,6 @@ func (r *runTimes) addToCommand(key uint64, d time.Duration) *commandRuns {
 		c = &commandRuns{}
 		r.byCommand[key] = c
 	}
-	c.last[c.next] = d
-	c.next = (c.next + 1) % commandRunSamples
-	c.n = min(c.n+1, commandRunSamples)
 	c.used = r.uses
 	return c
 }
@@ -150,7 +162,7 @@ func (r *runTimes) learn(lead, run time.Duration, found bool) {
 // of them (the setup of a workspace) must not keep the next short ones
 // untimed.
 func (r *runTimes) settleCommand(key uint64) (settle, slowest time.Duration) {
-	if c := r.byCommand[key]; c != nil {
+	if c := r.byCommand[key]; c != nil && c.n > 0 {
 		return r.settleOf(c.last[:c.n], commandRank, commandSettleMax)
 	}
 	return r.settleOf(r.last[:r.n], settleRank, settleMax)
@@ -242,4 +254,35 @@ func (r *Runner) bulkFor(l *lease, key uint64) (fastest, slowest time.Duration, 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return l.runs.bulkRuns(key)
+}
+
+// keptFor is what the command line key kept of each stream on its last
+// run on the lease (zero for a command line it has not run, or without a
+// lease): the next run reserves that much (output.reserve).
+func (r *Runner) keptFor(l *lease, key uint64) [2]int {
+	if l == nil {
+		return [2]int{}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := l.runs.byCommand[key]; c != nil {
+		return c.kept
+	}
+	return [2]int{}
+}
+
+// noteKept records what a run of the command line key kept of each
+// stream, on either path. A command line without a history gets one only
+// for output worth reserving, so the many small one-shot commands do not
+// push the run times of the session's command lines out.
+func (r *Runner) noteKept(l *lease, key uint64, kept [2]int) {
+	if l == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l.runs.byCommand[key] == nil && max(kept[0], kept[1]) < reserveMin {
+		return
+	}
+	l.runs.command(key).kept = kept
 }
