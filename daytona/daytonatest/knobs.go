@@ -21,31 +21,8 @@ type CommandResult struct {
 
 // Command returns a session command's state and output.
 func (s *Server) Command(sandboxID, sessionID, commandID string) (CommandResult, bool) {
-	s.init()
-	s.mu.Lock()
-	sb := s.sandboxes[sandboxID]
-	s.mu.Unlock()
-	if sb == nil {
-		return CommandResult{}, false
-	}
-	sb.tb.mu.Lock()
-	ss := sb.tb.sessions[sessionID]
-	sb.tb.mu.Unlock()
-	if ss == nil {
-		return CommandResult{}, false
-	}
-	ss.mu.Lock()
-	cm := ss.commands[commandID]
-	var res CommandResult
-	if cm != nil {
-		res = CommandResult{ID: cm.id, Command: cm.text}
-		if cm.exitCode != nil {
-			v := *cm.exitCode
-			res.ExitCode = &v
-		}
-	}
-	ss.mu.Unlock()
-	if cm == nil {
+	cm, res, ok := s.command(sandboxID, sessionID, commandID)
+	if !ok {
 		return CommandResult{}, false
 	}
 	res.Raw, _ = os.ReadFile(cm.logPath)
@@ -53,15 +30,52 @@ func (s *Server) Command(sandboxID, sessionID, commandID string) (CommandResult,
 	return res, true
 }
 
-// AwaitCommand waits until a session command has an exit code.
+// command finds a session command and returns its state without its
+// output.
+func (s *Server) command(sandboxID, sessionID, commandID string) (*command, CommandResult, bool) {
+	s.init()
+	s.mu.Lock()
+	sb := s.sandboxes[sandboxID]
+	s.mu.Unlock()
+	if sb == nil {
+		return nil, CommandResult{}, false
+	}
+	sb.tb.mu.Lock()
+	ss := sb.tb.sessions[sessionID]
+	sb.tb.mu.Unlock()
+	if ss == nil {
+		return nil, CommandResult{}, false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	cm := ss.commands[commandID]
+	if cm == nil {
+		return nil, CommandResult{}, false
+	}
+	res := CommandResult{ID: cm.id, Command: cm.text}
+	if cm.exitCode != nil {
+		v := *cm.exitCode
+		res.ExitCode = &v
+	}
+	return cm, res, true
+}
+
+// AwaitCommand waits until a session command has an exit code and returns
+// it with its output. The wait looks at the exit code alone: the log is
+// read once, at the end, where reading it at every change the emulator
+// announces (each batch of output lines) made waiting for a command that
+// prints megabytes quadratic.
 func (s *Server) AwaitCommand(ctx context.Context, sandboxID, sessionID, commandID string) (CommandResult, error) {
-	var res CommandResult
 	err := s.Await(ctx, func() bool {
-		r, ok := s.Command(sandboxID, sessionID, commandID)
-		res = r
+		_, r, ok := s.command(sandboxID, sessionID, commandID)
 		return ok && r.ExitCode != nil
 	})
-	return res, err
+	if err != nil {
+		res, _ := s.Command(sandboxID, sessionID, commandID)
+		return res, err
+	}
+	res, _ := s.Command(sandboxID, sessionID, commandID)
+	return res, nil
 }
 
 // Sessions lists the ids of a sandbox's live process sessions.

@@ -14,42 +14,54 @@ var (
 )
 
 // label reads one of the shell's output streams and writes marked lines.
+// One buffer serves the whole stream: each read lands after the partial
+// line the last one left, the complete lines are recorded (copied into
+// the command's log record) and the partial line moves to the front. A
+// buffer appended to and resliced instead allocated anew at about every
+// read, megabytes for a large output, on the machine the worker and the
+// host share with the emulator.
 func (ss *session) label(r io.Reader, stderr bool) {
-	buf := make([]byte, 32*1024)
-	var pending []byte
-	const maxLine = 64 * 1024
+	const (
+		readSize = 64 * 1024 // a pipe's default capacity: one read drains it
+		maxLine  = 64 * 1024
+	)
+	buf := make([]byte, 0, maxLine+readSize)
+	var lines [][]byte
 	for {
-		n, err := r.Read(buf)
-		pending = append(pending, buf[:n]...)
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
 		// Every complete line of this read is recorded under one lock, one
 		// log write and one notification per command: a line at a time
 		// made the emulator, not the worker, the bottleneck of big outputs.
-		var lines [][]byte
+		lines = lines[:0]
+		rest := buf
 		for {
-			i := bytes.IndexByte(pending, '\n')
+			i := bytes.IndexByte(rest, '\n')
 			if i < 0 {
 				break
 			}
-			lines = append(lines, pending[:i])
-			pending = pending[i+1:]
+			lines = append(lines, rest[:i])
+			rest = rest[i+1:]
 		}
 		if len(lines) > 0 {
 			ss.lines(stderr, lines)
 		}
-		if len(pending) > maxLine {
+		if len(rest) > maxLine {
 			// A very long line: pass it on in pieces (each with its marker,
 			// so the streams stay intact), keeping a tail in case the
 			// sentinel is split.
-			cut := len(pending) - len(ss.token) - 32
-			ss.line(stderr, pending[:cut], false)
-			pending = append([]byte(nil), pending[cut:]...)
+			cut := len(rest) - len(ss.token) - 32
+			ss.line(stderr, rest[:cut], false)
+			rest = rest[cut:]
 		}
 		if err != nil {
-			if len(pending) > 0 {
-				ss.line(stderr, pending, true)
+			if len(rest) > 0 {
+				ss.line(stderr, rest, true)
 			}
 			return
 		}
+		// What is left (at most maxLine) leaves room for a whole read.
+		buf = buf[:copy(buf, rest)]
 	}
 }
 
