@@ -162,11 +162,44 @@ func TestExitWatchEndsForALongBulkCommand(t *testing.T) {
 }
 
 // TestFailedCatchUpReadLeavesTheFollow: a catch-up read that fails changes
-// nothing; the follow brings the output to its end markers.
+// nothing; the follow carries the command on. Here the follow stalls for
+// good after 1.5 MiB and the catch-up read after the exit fails, so the
+// follow's silence hands the command to the poll, which brings every
+// byte: the read is made once, fails, and loses nothing. (With a follow
+// that does not stall, its frames may bring the end markers before the
+// catch-up read is made, and the failure would never be tried.)
 func TestFailedCatchUpReadLeavesTheFollow(t *testing.T) {
 	e := newEnv(t, withFakeClock, withFollowFirst(cmdexec.FollowFirstRTT))
 	e.holdFollowClose(t)
-	e.srv.Inject(daytonatest.Fault{Route: rLogs, Skip: 1, Status: 503})
-	id := e.followBulk(t)
+	e.srv.Inject(daytonatest.Fault{Route: rLogs, Times: 1, WSStall: true, WSStallAfterBytes: 3 << 19})
+	// The follow's upgrade is taken by the fault above; the next log
+	// request is the catch-up read.
+	failed := e.srv.Inject(daytonatest.Fault{Route: rLogs, Times: 1, Status: 503})
+	rec := newRecorder()
+	id := tag()
+	const n = 3 << 20
+	ch := e.start(bashReq(bulk(n)+"; : "+id+bulkEnd), rec)
+	e.awaitFollowedExit()
+	// The exit watch's status reads, until one sees the exit and the
+	// catch-up read is made.
+	ctx, cancel := context.WithCancel(ctxT(t))
+	read := make(chan error, 1)
+	go func() {
+		read <- e.srv.Await(ctx, func() bool { return failed.Hits() == 1 })
+		cancel()
+	}()
+	for {
+		d, err := e.clock.AwaitAnyTimer(ctx, exitWatches()...)
+		if err != nil {
+			break
+		}
+		e.clock.Advance(d)
+	}
+	require.NoError(t, <-read, "the catch-up read")
+	e.silenceUntilRequests("GET", rLogs, 3) // the follow, the failed read, the poll's snapshot
+	res, err := e.wait(ch)
+	assertBulkResult(t, rec, res, err, bulkStdout(n))
+	assert.Equal(t, 1, failed.Hits(), "one catch-up read")
+	assert.Equal(t, 1, e.wsCount(), "one follow")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 }
