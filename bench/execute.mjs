@@ -251,7 +251,10 @@ function summarize(tallies) {
 const PATHS = [["session", false], ["oneShot", true]];
 
 // One scenario: `runs` measured commands per path after one warm-up each,
-// the paths alternating so that load drift hits both alike. check throws on
+// the paths alternating so that load drift hits both alike, and taking
+// turns at going first in a round, so that neither always follows the
+// work of the round before (the extras: the floors parse and read 8 MiB
+// in this process, the host's, just before the next round). check throws on
 // a wrong result; log (may be null) counts the requests of each command.
 // extras ([name, fn] pairs, e.g. the floors) run after the paths in every
 // round: fn gets this round's one-shot result and returns its ms.
@@ -261,7 +264,7 @@ async function scenario(handle, l, log, script, runs, check, extras = []) {
   for (const [name] of extras) out[name] = { ms: [] };
   for (let i = 0; i <= runs; i++) {
     let oneShot;
-    for (const [name, bypassSession] of PATHS) {
+    for (const [name, bypassSession] of i % 2 === 0 ? PATHS : [...PATHS].reverse()) {
       const mark = log ? await log.mark() : 0;
       let live = 0;
       const t0 = performance.now();
