@@ -64,7 +64,10 @@ func (x *run) earlyReads() (res Result, done bool, err error) {
 	}
 	x.missed = true
 	if settle > 0 {
-		return x.laterReads(second)
+		if res, done, err = x.laterReads(second); done {
+			return res, done, err
+		}
+		return x.watchLargeLog()
 	}
 	return Result{}, false, nil
 }
@@ -111,6 +114,30 @@ func (x *run) laterReads(second time.Duration) (res Result, done bool, err error
 			continue
 		}
 		if res, done, err = x.fastPath(); done {
+			return res, done, err
+		}
+	}
+	return Result{}, false, nil
+}
+
+// watchLargeLog watches the exit of a command still running after its
+// later reads whose log is already large (docs/exec.md#later-reads):
+// status reads at the catch-up read's gaps (exitWatch, doubling up to
+// exitWatchMax: seven reads over 1.3 s), then one snapshot after the
+// exit. A follow would replay the whole log from its start in the
+// daemon's 1 KiB frames, behind a new connection, while what the reads
+// brought is live already; on a loaded sandbox a listing or a file that
+// usually takes 20 ms can take three times that. A command still running
+// after the watch is a long one, and the follow carries it.
+func (x *run) watchLargeLog() (res Result, done bool, err error) {
+	if x.out.received() < largeLog {
+		return Result{}, false, nil
+	}
+	for wait := exitWatch; wait <= exitWatchMax; wait *= 2 {
+		if !sleep(x.cmdCtx, x.r.clock, wait) {
+			return x.stop()
+		}
+		if res, done, err = x.exitRead(); done {
 			return res, done, err
 		}
 	}

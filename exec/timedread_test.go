@@ -319,3 +319,57 @@ func TestFailedSnapshotAfterTheExitIsReadAgain(t *testing.T) {
 	assert.Equal(t, 2, e.count("GET", rLogs), "the refused snapshot and the next")
 	assert.Equal(t, 0, e.wsCount())
 }
+
+// TestLargeLogIsWatchedBeforeItIsFollowed: a command whose timed read
+// brought LargeLog bytes and which is still running after its later reads
+// is not followed at once: status reads at the catch-up read's gaps
+// (ExitWatch, doubling) watch its exit, and one snapshot after the exit
+// brings the rest. No WebSocket, whose follow would replay the whole log
+// from its start in 1 KiB frames.
+func TestLargeLogIsWatchedBeforeItIsFollowed(t *testing.T) {
+	e := newEnv(t, withFakeClock, withTimedFirstRead)
+	settle := e.learnRunTime(20 * time.Millisecond)
+	g := e.newGate()
+	id := tag()
+	n := cmdexec.LargeLog
+	rec := newRecorder()
+	ch := e.start(bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b; : %s", n, g.shell(), id)), rec)
+	e.awaitStdout(id, func(stdout []byte) bool { return len(stdout) == n })
+	e.advanceTimers(append([]time.Duration{settle, cmdexec.SecondReadGap}, laterReadGaps...)...)
+	e.advanceTimers(cmdexec.ExitWatch)
+	e.awaitTimer(2 * cmdexec.ExitWatch)
+	assert.Equal(t, 1, e.count("GET", rLogs), "the timed snapshot only")
+	assert.Equal(t, 1+len(laterReadGaps)+1, e.count("GET", rStatus), "the second read, the later reads and the first watch read")
+	res := e.releaseAtTimer(g, 2*cmdexec.ExitWatch, ch)
+	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
+	assert.Equal(t, 2+len(laterReadGaps)+1, e.count("GET", rStatus), "the exit was read")
+	assert.Equal(t, 2, e.count("GET", rLogs), "and then the log, once")
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	assertLive(t, rec, res)
+}
+
+// TestLongCommandWithALargeLogIsFollowedAfterTheWatch: a command with a
+// large log still running when the watch of its exit ends (ExitWatchMax)
+// is a long one, and the follow carries it to its end.
+func TestLongCommandWithALargeLogIsFollowedAfterTheWatch(t *testing.T) {
+	e := newEnv(t, withFakeClock, withTimedFirstRead)
+	settle := e.learnRunTime(20 * time.Millisecond)
+	g := e.newGate()
+	id := tag()
+	n := cmdexec.LargeLog
+	rec := newRecorder()
+	ch := e.start(bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b; : %s", n, g.shell(), id)), rec)
+	e.awaitStdout(id, func(stdout []byte) bool { return len(stdout) == n })
+	e.advanceTimers(append([]time.Duration{settle, cmdexec.SecondReadGap}, laterReadGaps...)...)
+	e.advanceTimers(exitWatches()...)
+	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 2), "the follow")
+	assert.Equal(t, 1, e.wsCount())
+	assert.Equal(t, 1+len(laterReadGaps)+len(exitWatches()), e.count("GET", rStatus), "the watch ended")
+	g.open(t)
+	res, err := e.driveWatch(ch)
+	require.NoError(t, err)
+	assert.Equal(t, "followed", res.Metadata["logStream"])
+	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	assertLive(t, rec, res)
+}
