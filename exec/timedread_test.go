@@ -373,3 +373,34 @@ func TestLongCommandWithALargeLogIsFollowedAfterTheWatch(t *testing.T) {
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 	assertLive(t, rec, res)
 }
+
+// TestTimedReadOfABulkCommandLineWaitsForItsSlowestRun: on a far network
+// (no follow first, so no exit watch of a bulk command line), a command
+// line whose last run left a large log has its first read timed at the
+// slowest of its recent runs, where another command line's waits for the
+// second slowest: a snapshot before the end would carry the large log
+// twice.
+func TestTimedReadOfABulkCommandLineWaitsForItsSlowestRun(t *testing.T) {
+	e := newEnv(t, withFakeClock, func(o *cmdexec.Options) { o.TimeFirstRead = true })
+	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("true"), nil) // the lease and its session
+	require.NoError(t, err)
+	runs := []time.Duration{20 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond}
+	for _, large := range []bool{false, true} {
+		id := tag()
+		req := bashReq("printf x; : " + id)
+		cmdexec.SetCommandRunTimes(e.runner, e.target.LeaseKey, req, runs...)
+		want := 40*time.Millisecond + time.Millisecond // the second slowest and the margin
+		if large {
+			cmdexec.MarkLargeLog(e.runner, e.target.LeaseKey, req)
+			want = 50*time.Millisecond + time.Millisecond
+		}
+		ch := e.start(req, nil)
+		require.NoError(t, e.srv.Await(ctxT(t), func() bool { return e.srv.CountDispatches(id) == 1 }))
+		e.awaitExited()
+		e.advanceTimers(want)
+		res, err := e.wait(ch)
+		require.NoError(t, err)
+		assert.Equal(t, "x", res.Stdout)
+		assert.Equal(t, "fast_path", res.Metadata["logStream"], "large %v", large)
+	}
+}
