@@ -223,31 +223,49 @@ func TestLaterReadsCatchACommandSlowerThanItsRuns(t *testing.T) {
 	assertLive(t, rec, res)
 }
 
+// largeLogRun is a command started by startLargeLog.
+type largeLogRun struct {
+	settle time.Duration // its timed first read, after the dispatch
+	g      *gate         // holds it after LargeLog bytes; open to end it
+	id     string
+	rec    *recorder
+	ch     <-chan execOut
+}
+
+// largeLogStdout is what a command started by startLargeLog prints.
+var largeLogStdout = strings.Repeat("a\n", cmdexec.LargeLog/2) + "b"
+
+// startLargeLog starts, on a lease that learned a 20 ms run time (with a
+// fake clock, first reads timed), a command that prints LargeLog bytes and
+// then waits on a gate before it prints "b" and ends; it returns once
+// those bytes are in the log.
+func startLargeLog(t *testing.T) (*env, largeLogRun) {
+	t.Helper()
+	e := newEnv(t, withFakeClock, withTimedFirstRead)
+	r := largeLogRun{settle: e.learnRunTime(20 * time.Millisecond), g: e.newGate(), id: tag(), rec: newRecorder()}
+	r.ch = e.start(bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b; : %s", cmdexec.LargeLog, r.g.shell(), r.id)), r.rec)
+	e.awaitStdout(r.id, func(stdout []byte) bool { return len(stdout) == cmdexec.LargeLog })
+	return e, r
+}
+
 // TestLargeLogIsReadAgainOnlyAfterTheExit: when the timed read brought
 // LargeLog bytes of a command that had not ended, the reads after it are
 // status reads (each snapshot would carry the whole log again), and once
 // one shows the exit a single snapshot brings the rest: no WebSocket, and
 // the log is read twice in all.
 func TestLargeLogIsReadAgainOnlyAfterTheExit(t *testing.T) {
-	e := newEnv(t, withFakeClock, withTimedFirstRead)
-	settle := e.learnRunTime(20 * time.Millisecond)
-	g := e.newGate()
-	id := tag()
-	n := cmdexec.LargeLog
-	rec := newRecorder()
-	ch := e.start(bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b; : %s", n, g.shell(), id)), rec)
-	e.awaitStdout(id, func(stdout []byte) bool { return len(stdout) == n })
-	e.advanceTimers(settle, cmdexec.SecondReadGap)
+	e, r := startLargeLog(t)
+	e.advanceTimers(r.settle, cmdexec.SecondReadGap)
 	e.awaitTimer(laterReadGaps[0])
 	assert.Equal(t, 1, e.count("GET", rLogs), "the timed snapshot only")
 	assert.Equal(t, 1, e.count("GET", rStatus), "the second read was a status read")
-	res := e.releaseAtTimer(g, laterReadGaps[0], ch)
+	res := e.releaseAtTimer(r.g, laterReadGaps[0], r.ch)
 	assert.Equal(t, 0, *res.ExitCode)
-	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
+	assert.True(t, largeLogStdout == res.Stdout, "exact bytes")
 	assert.Equal(t, 2, e.count("GET", rStatus), "the exit was read")
 	assert.Equal(t, 2, e.count("GET", rLogs), "and then the log, once")
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-	assertLive(t, rec, res)
+	assert.Equal(t, 1, e.srv.CountDispatches(r.id))
+	assertLive(t, r.rec, res)
 }
 
 // TestBulkCommandLineIsWatchedWithStatusReads: a command line whose last
@@ -272,7 +290,7 @@ func TestBulkCommandLineIsWatchedWithStatusReads(t *testing.T) {
 	assert.Equal(t, 3, e.count("GET", rStatus), "three status reads")
 	assert.Equal(t, 0, e.count("GET", rLogs), "no snapshot of the running command")
 	res := e.releaseAtTimer(g, cmdexec.BulkWatchGap, ch)
-	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
+	assert.True(t, largeLogStdout == res.Stdout, "exact bytes")
 	assert.Equal(t, 4, e.count("GET", rStatus))
 	assert.Equal(t, 1, e.count("GET", rLogs), "one snapshot, after the exit")
 	assert.Empty(t, rec.all(), "nothing went live")
@@ -327,51 +345,37 @@ func TestFailedSnapshotAfterTheExitIsReadAgain(t *testing.T) {
 // brings the rest. No WebSocket, whose follow would replay the whole log
 // from its start in 1 KiB frames.
 func TestLargeLogIsWatchedBeforeItIsFollowed(t *testing.T) {
-	e := newEnv(t, withFakeClock, withTimedFirstRead)
-	settle := e.learnRunTime(20 * time.Millisecond)
-	g := e.newGate()
-	id := tag()
-	n := cmdexec.LargeLog
-	rec := newRecorder()
-	ch := e.start(bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b; : %s", n, g.shell(), id)), rec)
-	e.awaitStdout(id, func(stdout []byte) bool { return len(stdout) == n })
-	e.advanceTimers(append([]time.Duration{settle, cmdexec.SecondReadGap}, laterReadGaps...)...)
+	e, r := startLargeLog(t)
+	e.advanceTimers(append([]time.Duration{r.settle, cmdexec.SecondReadGap}, laterReadGaps...)...)
 	e.advanceTimers(cmdexec.ExitWatch)
 	e.awaitTimer(2 * cmdexec.ExitWatch)
 	assert.Equal(t, 1, e.count("GET", rLogs), "the timed snapshot only")
 	assert.Equal(t, 1+len(laterReadGaps)+1, e.count("GET", rStatus), "the second read, the later reads and the first watch read")
-	res := e.releaseAtTimer(g, 2*cmdexec.ExitWatch, ch)
-	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
+	res := e.releaseAtTimer(r.g, 2*cmdexec.ExitWatch, r.ch)
+	assert.True(t, largeLogStdout == res.Stdout, "exact bytes")
 	assert.Equal(t, 2+len(laterReadGaps)+1, e.count("GET", rStatus), "the exit was read")
 	assert.Equal(t, 2, e.count("GET", rLogs), "and then the log, once")
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-	assertLive(t, rec, res)
+	assert.Equal(t, 1, e.srv.CountDispatches(r.id))
+	assertLive(t, r.rec, res)
 }
 
 // TestLongCommandWithALargeLogIsFollowedAfterTheWatch: a command with a
 // large log still running when the watch of its exit ends (ExitWatchMax)
 // is a long one, and the follow carries it to its end.
 func TestLongCommandWithALargeLogIsFollowedAfterTheWatch(t *testing.T) {
-	e := newEnv(t, withFakeClock, withTimedFirstRead)
-	settle := e.learnRunTime(20 * time.Millisecond)
-	g := e.newGate()
-	id := tag()
-	n := cmdexec.LargeLog
-	rec := newRecorder()
-	ch := e.start(bashReq(fmt.Sprintf("yes a | head -c %d; %s; printf b; : %s", n, g.shell(), id)), rec)
-	e.awaitStdout(id, func(stdout []byte) bool { return len(stdout) == n })
-	e.advanceTimers(append([]time.Duration{settle, cmdexec.SecondReadGap}, laterReadGaps...)...)
+	e, r := startLargeLog(t)
+	e.advanceTimers(append([]time.Duration{r.settle, cmdexec.SecondReadGap}, laterReadGaps...)...)
 	e.advanceTimers(exitWatches()...)
 	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 2), "the follow")
 	assert.Equal(t, 1, e.wsCount())
 	assert.Equal(t, 1+len(laterReadGaps)+len(exitWatches()), e.count("GET", rStatus), "the watch ended")
-	g.open(t)
-	res, err := e.driveWatch(ch)
+	r.g.open(t)
+	res, err := e.driveWatch(r.ch)
 	require.NoError(t, err)
 	assert.Equal(t, "followed", res.Metadata["logStream"])
-	assert.True(t, strings.Repeat("a\n", n/2)+"b" == res.Stdout, "exact bytes")
-	assert.Equal(t, 1, e.srv.CountDispatches(id))
-	assertLive(t, rec, res)
+	assert.True(t, largeLogStdout == res.Stdout, "exact bytes")
+	assert.Equal(t, 1, e.srv.CountDispatches(r.id))
+	assertLive(t, r.rec, res)
 }
 
 // TestTimedReadOfABulkCommandLineWaitsForItsSlowestRun: on a far network
