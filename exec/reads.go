@@ -42,7 +42,8 @@ func (x *run) earlyReads() (res Result, done bool, err error) {
 	// over a pooled connection, not a WebSocket of its own and the
 	// daemon's 20 ms tail. Then, while the command may still be a short
 	// one, more reads at doubling gaps; status reads once the log is
-	// large (laterReads). A command slower than that is followed.
+	// large (laterReads), and for a large log an exit watch of up to
+	// 1.3 s (watchLargeLog). A command slower than that is followed.
 	//
 	// Bulk: a command line whose last run left a large log, on a close
 	// network, has its exit watched with status reads instead (watchBulk).

@@ -70,12 +70,8 @@ func (s *Server) AwaitCommand(ctx context.Context, sandboxID, sessionID, command
 		_, r, ok := s.command(sandboxID, sessionID, commandID)
 		return ok && r.ExitCode != nil
 	})
-	if err != nil {
-		res, _ := s.Command(sandboxID, sessionID, commandID)
-		return res, err
-	}
 	res, _ := s.Command(sandboxID, sessionID, commandID)
-	return res, nil
+	return res, err
 }
 
 // Sessions lists the ids of a sandbox's live process sessions.
