@@ -39,7 +39,7 @@ func SetCommandRunTimes(r *Runner, leaseKey string, req Request, ds ...time.Dura
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	l := r.leases[leaseKey]
-	key := r.commandKey(buildScript(req.Command, req.Args, req.Cwd, req.Env, ""))
+	key := keyOf(r, req)
 	delete(l.runs.byCommand, key)
 	for _, d := range ds {
 		l.runs.addToCommand(key, d)
@@ -51,7 +51,7 @@ func SetCommandRunTimes(r *Runner, leaseKey string, req Request, ds ...time.Dura
 func MarkLargeLog(r *Runner, leaseKey string, req Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.leases[leaseKey].runs.byCommand[r.commandKey(buildScript(req.Command, req.Args, req.Cwd, req.Env, ""))].large = true
+	r.leases[leaseKey].runs.byCommand[keyOf(r, req)].large = true
 }
 
 // LargeLogLearned reports whether the lease noted that req's last run
@@ -59,7 +59,7 @@ func MarkLargeLog(r *Runner, leaseKey string, req Request) {
 func LargeLogLearned(r *Runner, leaseKey string, req Request) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	c := r.leases[leaseKey].runs.byCommand[r.commandKey(buildScript(req.Command, req.Args, req.Cwd, req.Env, ""))]
+	c := r.leases[leaseKey].runs.byCommand[keyOf(r, req)]
 	return c != nil && c.large
 }
 
@@ -80,8 +80,13 @@ func Kept(r *Runner, leaseKey string, req Request) [2]int {
 	r.mu.Lock()
 	l := r.leases[leaseKey]
 	r.mu.Unlock()
-	return r.keptFor(l, r.commandKey(buildScript(req.Command, req.Args, req.Cwd, req.Env, "")))
+	return r.keptFor(l, keyOf(r, req))
 }
 
 // ReserveMin is the least text a run reserves.
 const ReserveMin = reserveMin
+
+// keyOf is the key of req's command line on r (without a stdin file).
+func keyOf(r *Runner, req Request) uint64 {
+	return r.commandKey(buildScript(req.Command, req.Args, req.Cwd, req.Env, ""))
+}

@@ -192,8 +192,13 @@ func (r *runTimes) settleOf(samples []time.Duration, rank func(int) int, limit t
 	if short == nil {
 		return 0, 0
 	}
-	m := max(r.margin, marginFloor)
-	return short[rank(len(short))] + m, short[len(short)-1] + m
+	return r.withMargin(short[rank(len(short))]), r.withMargin(short[len(short)-1])
+}
+
+// withMargin is when a command that ran d would have ended, counted from
+// its dispatch's sending: d and the learned margin (at least marginFloor).
+func (r *runTimes) withMargin(d time.Duration) time.Duration {
+	return d + max(r.margin, marginFloor)
 }
 
 // shortRuns returns the samples of at most limit, sorted, or nil unless
@@ -257,8 +262,7 @@ func (r *runTimes) bulkRuns(key uint64) (fastest, slowest time.Duration, ok bool
 	if short == nil {
 		return 0, 0, false
 	}
-	m := max(r.margin, marginFloor)
-	return short[0] + m, short[len(short)-1] + m, true
+	return r.withMargin(short[0]), r.withMargin(short[len(short)-1]), true
 }
 
 // bulkFor is bulkRuns under the runner's lock, when first reads are timed.
