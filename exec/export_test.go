@@ -67,11 +67,13 @@ func LargeLogLearned(r *Runner, leaseKey string, req Request) bool {
 // second one.
 const SecondReadGap = secondReadGap
 
-// LaterReadGap and LargeLog shape the reads after the second one.
+// LaterReadGap, LaterReadsLast and LargeLog shape the reads after the
+// second one.
 const (
-	LaterReadGap = laterReadGap
-	LargeLog     = largeLog
-	BulkWatchGap = bulkWatchGap
+	LaterReadGap   = laterReadGap
+	LaterReadsLast = laterReadsLast
+	LargeLog       = largeLog
+	BulkWatchGap   = bulkWatchGap
 )
 
 // Kept reports what the lease noted req's command line kept of each

@@ -89,7 +89,8 @@ func (x *run) closeNetwork() bool {
 // the command's end (docs/exec.md#later-reads): the second read, when the
 // slowest of the recent short runs would have ended (second after the
 // dispatch was sent), then reads laterReadGap, 2×, 4× … that after the
-// second, while that is at most twice second. A read whose time passed
+// second, while that is at most twice second or laterReadsLast after the
+// dispatch, whichever is later. A read whose time passed
 // while the one before it was under way is skipped, so a slow network adds
 // no read that would go out right after the last. Once the log holds
 // largeLog bytes, each of these reads is a status read (exitRead):
@@ -100,7 +101,7 @@ func (x *run) closeNetwork() bool {
 // still running at the last of them is most likely a long one, and the
 // follow then carries its live output.
 func (x *run) laterReads(second time.Duration) (res Result, done bool, err error) {
-	for i, at := 0, second; at <= 2*second; at, i = second+laterReadGap<<i, i+1 {
+	for i, at := 0, second; at <= max(2*second, laterReadsLast); at, i = second+laterReadGap<<i, i+1 {
 		wait := x.sent.Add(at).Sub(x.r.clock.Now())
 		if wait <= 0 {
 			continue // its time passed while the read before it was under way
@@ -198,9 +199,19 @@ func (x *run) exitRead() (res Result, done bool, err error) {
 // laterReadGap is how long after the second read the next one comes
 // (then twice, four times … as long after it). From largeLog bytes of
 // log on, the second and later reads are status reads.
+//
+// laterReadsLast is how long after the dispatch the later reads go on at
+// least. A command line like `echo hi` runs in 20–25 ms on daytona-sim,
+// so twice its slowest run ends the reads at about 50 ms, and a loaded
+// sandbox runs it three or four times slower now and then: it was then
+// followed, a WebSocket on a new connection (a TLS handshake on the real
+// API) and the daemon's 20 ms log tail, for a command that ended a few
+// milliseconds later. Each read until then is one call over a pooled
+// connection, and what it brings goes live.
 const (
-	laterReadGap = 4 * time.Millisecond
-	largeLog     = 256 << 10
+	laterReadGap   = 4 * time.Millisecond
+	laterReadsLast = 100 * time.Millisecond
+	largeLog       = 256 << 10
 )
 
 // fastPath reads one snapshot; done when it held both end markers (the

@@ -71,16 +71,16 @@ func TestTimedFirstReadTooEarlyFollows(t *testing.T) {
 	settle := e.learnRunTime(20 * time.Millisecond)
 	s := e.startStreamed(0, "")
 	// The timed read at 21 ms; the second as late as the slowest run (the
-	// only one) allows, at 23; the later reads at 27, 31 and 39 (the next,
-	// 55, is past twice the second).
-	e.advanceTimers(settle, cmdexec.SecondReadGap, laterReadGaps[0], laterReadGaps[1], laterReadGaps[2])
+	// only one) allows, at 23; the later reads at 27, 31, 39, 55 and 87
+	// (the next, 151, is past twice the second and LaterReadsLast).
+	e.advanceTimers(append([]time.Duration{settle, cmdexec.SecondReadGap}, laterReadGaps...)...)
 	res, err := e.finish(t, s)
 	require.NoError(t, err)
 	require.NotNil(t, res.ExitCode)
 	assert.Equal(t, streamedOut, res.Stdout)
 	assert.Equal(t, streamedErr, res.Stderr)
 	assert.Equal(t, "followed", res.Metadata["logStream"])
-	assert.Equal(t, 5, e.count("GET", rLogs)-e.wsCount(), "the timed snapshot, the second read and three later reads")
+	assert.Equal(t, 7, e.count("GET", rLogs)-e.wsCount(), "the timed snapshot, the second read and five later reads")
 	assert.Equal(t, 1, e.wsCount(), "then the follow")
 	assert.Equal(t, 1, e.srv.CountDispatches(s.id))
 	assertLive(t, s.rec, res)
@@ -170,8 +170,8 @@ func TestTimedSecondReadCatchesASlowerCommand(t *testing.T) {
 }
 
 // laterReadGaps are the waits between the reads after the second one
-// (at second + 4, 8 and 16 ms).
-var laterReadGaps = []time.Duration{cmdexec.LaterReadGap, cmdexec.LaterReadGap, 2 * cmdexec.LaterReadGap}
+// (at second + 4, 8, 16, 32 and 64 ms).
+var laterReadGaps = []time.Duration{cmdexec.LaterReadGap, cmdexec.LaterReadGap, 2 * cmdexec.LaterReadGap, 4 * cmdexec.LaterReadGap, 8 * cmdexec.LaterReadGap}
 
 // advanceTimers waits for each timer of ds in turn and fires it.
 func (e *env) advanceTimers(ds ...time.Duration) {
@@ -221,6 +221,33 @@ func TestLaterReadsCatchACommandSlowerThanItsRuns(t *testing.T) {
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 	assert.Equal(t, "a\n", rec.text("stdout"), "what the early reads brought went live")
 	assertLive(t, rec, res)
+}
+
+// TestLaterReadsGoOnPastTwiceTheSlowestRun: a command line whose runs took
+// 20 ms (an echo on daytona-sim) and that runs more than twice as long
+// this time (a loaded sandbox) is found finished by a later read at
+// 55 ms, within LaterReadsLast: seven calls over pooled connections,
+// where twice the slowest run (46 ms) would have ended the reads and
+// opened a WebSocket for a command that ended a few milliseconds later.
+func TestLaterReadsGoOnPastTwiceTheSlowestRun(t *testing.T) {
+	e := newEnv(t, withFakeClock, withTimedFirstRead)
+	settle := e.learnRunTime(20 * time.Millisecond)
+	g := e.newGate()
+	id := tag()
+	ch := e.start(bashReq(g.shell()+"; printf hi; : "+id), nil)
+	// The timed read at 21 ms, the second at 23, later reads at 27, 31
+	// and 39; the one at 55 finds it finished.
+	e.advanceTimers(settle, cmdexec.SecondReadGap, laterReadGaps[0], laterReadGaps[1], laterReadGaps[2])
+	second := settle + cmdexec.SecondReadGap
+	at := second + laterReadGaps[0] + laterReadGaps[1] + laterReadGaps[2] + laterReadGaps[3]
+	require.Greater(t, at, 2*second, "the read at 55 ms comes after twice the second")
+	require.LessOrEqual(t, at, cmdexec.LaterReadsLast, "and within the least the later reads go on")
+	e.awaitTimer(laterReadGaps[3])
+	require.Equal(t, 5, e.count("GET", rLogs), "five reads came too early")
+	res := e.releaseAtTimer(g, laterReadGaps[3], ch)
+	assert.Equal(t, "hi", res.Stdout)
+	assert.Equal(t, 7, e.commandCalls(), "dispatch and six snapshots")
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
 }
 
 // largeLogRun is a command started by startLargeLog.
