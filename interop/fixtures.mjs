@@ -9,15 +9,16 @@ const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
  * a stdin pipe and -stop-on-eof (it stops when that pipe closes), reads its one JSON line and
  * puts the environment config a host would pass into ctx.config:
  * { apiUrl, apiKey, timeoutMs }. The API key is a throwaway test key, and
- * still never printed.
+ * still never printed. latency (Go duration syntax, e.g. "40ms") is passed
+ * as -latency: every request and WebSocket upgrade waits that long.
  */
-export function daytonaSim(binary, { timeoutMs = 60_000, startupMs = 15_000 } = {}) {
+export function daytonaSim(binary, { timeoutMs = 60_000, startupMs = 15_000, latency } = {}) {
   let child = null;
   let exited = null;
   return {
     name: "daytona-sim",
     async start(ctx) {
-      child = spawn(binary, ["-stop-on-eof"], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "" } });
+      child = spawn(binary, ["-stop-on-eof", ...(latency ? ["-latency", latency] : [])], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "" } });
       exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
       let stderr = "";
       child.stderr.setEncoding("utf8");

@@ -2,7 +2,7 @@
 // the published Paperclip host (@paperclipai/server 2026.916.1), minus the
 // database. See docs/host.md#interop and interop/run.sh.
 //
-//   node harness.mjs --plugin-dir DIR --package NAME --worker-bin BIN --result-file FILE [--sim-bin SIM]
+//   node harness.mjs --plugin-dir DIR --package NAME --worker-bin BIN --result-file FILE [--sim-bin SIM [--sim-latency 40ms]]
 //
 // DIR is a plugin directory the packed tarball was installed into the way the
 // host installs plugins (npm install <tgz> --prefix DIR --save
@@ -10,7 +10,9 @@
 // both manifest profiles. Prints one line per check, writes
 // {"passed":n,"failed":n} to FILE, exits 1 on any failure. With --sim-bin,
 // the Daytona emulator (cmd/daytona-sim) runs as a fixture and its loopback
-// apiUrl/apiKey become ctx.config for the steps.
+// apiUrl/apiKey become ctx.config for the steps; --sim-latency delays its
+// every request and WebSocket upgrade (daytona-sim -latency), a real
+// network's round trip.
 
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, readlinkSync, readdirSync, statSync, accessSync, constants as fsConstants, writeFileSync } from "node:fs";
@@ -41,6 +43,7 @@ const { values: args } = parseArgs({
     "worker-bin": { type: "string" },
     "result-file": { type: "string" },
     "sim-bin": { type: "string" },
+    "sim-latency": { type: "string" },
   },
 });
 for (const required of ["plugin-dir", "worker-bin"]) {
@@ -50,7 +53,7 @@ for (const required of ["plugin-dir", "worker-bin"]) {
   }
 }
 
-const label = `node ${process.version}`;
+const label = `node ${process.version}${args["sim-latency"] ? `, ${args["sim-latency"]} per request` : ""}`;
 let passed = 0;
 let failed = 0;
 function pass(name, detail) {
@@ -82,7 +85,7 @@ const { pluginManifestV1Schema, resolveDeclaredSandboxCapabilities } = await imp
 const { JsonRpcCallError } = await import("@paperclipai/plugin-sdk");
 const { steps, fixtures, checkSupportedMethods, effectiveCapabilities } = await import("./steps.mjs");
 const { daytonaSim } = await import("./fixtures.mjs");
-if (args["sim-bin"]) fixtures.unshift(daytonaSim(args["sim-bin"]));
+if (args["sim-bin"]) fixtures.unshift(daytonaSim(args["sim-bin"], { latency: args["sim-latency"] }));
 
 // Every host log record (the worker manager's own lines, "[plugin stderr]"
 // lines, dropped stdout lines) is kept here instead of going to stdout, so

@@ -13,6 +13,11 @@
 # Env: INTEROP_TARBALL=path  use this packed tarball instead of running
 #                            scripts/package.sh
 #      INTEROP_NODES="24 system"  which Node runs to do (default both)
+#      INTEROP_LATENCY=40ms       the harness once more under Node 24, with
+#                                 the emulator delaying every request and
+#                                 WebSocket upgrade that long, a real
+#                                 network's round trip (default 40ms; 0
+#                                 skips it)
 #
 # Ends with "interop: N passed, N failed"; exits non-zero on any failure.
 set -uo pipefail
@@ -87,15 +92,20 @@ add_result() { # result-file: add its counts to the totals
   passed=$((passed + $(sed -E 's/.*"passed":([0-9]+).*/\1/' "$f")))
   failed=$((failed + $(sed -E 's/.*"failed":([0-9]+).*/\1/' "$f")))
 }
+run_harness() { # name node-binary [harness args]
+  local name=$1 node=$2
+  shift 2
+  env -i PATH="$PATH" HOME="$tmp" TZ=UTC NODE_ENV=production PAPERCLIP_LOG_LEVEL=info \
+    "$node" "$HERE/harness.mjs" --plugin-dir "$plugin_dir" --worker-bin "$worker_bin" "${sim_args[@]}" "$@" --result-file "$tmp/harness-$name.json"
+  if [ -f "$tmp/harness-$name.json" ]; then add_result "$tmp/harness-$name.json"
+  else fail "harness.mjs under $name ended without a result"; fi
+}
 run_node() { # name node-binary
   local name=$1 node=$2
   echo "== interop under $name ($("$node" --version))"
   # A scrubbed env, like the server's own: the worker manager copies PATH,
   # NODE_PATH, NODE_ENV and TZ from it and adds nothing else.
-  env -i PATH="$PATH" HOME="$tmp" TZ=UTC NODE_ENV=production PAPERCLIP_LOG_LEVEL=info \
-    "$node" "$HERE/harness.mjs" --plugin-dir "$plugin_dir" --worker-bin "$worker_bin" "${sim_args[@]}" --result-file "$tmp/harness-$name.json"
-  if [ -f "$tmp/harness-$name.json" ]; then add_result "$tmp/harness-$name.json"
-  else fail "harness.mjs under $name ended without a result"; fi
+  run_harness "$name" "$node"
   env -i PATH="$PATH" HOME="$tmp" TZ=UTC \
     "$node" "$HERE/launcher.mjs" --package-dir "$plugin_dir/node_modules/paperclip-plugin-daytona-go" --result-file "$tmp/launcher-$name.json"
   if [ -f "$tmp/launcher-$name.json" ]; then add_result "$tmp/launcher-$name.json"
@@ -112,4 +122,17 @@ for which in ${INTEROP_NODES:-24 system}; do
     *) fail "unknown INTEROP_NODES entry $which" ;;
   esac
 done
+# The same host steps behind a real network's round trip: the worker's
+# timed reads, later reads and follows then run on the schedule a far
+# Daytona gives them (docs/exec.md#session-path).
+latency=${INTEROP_LATENCY:-40ms}
+case "$latency" in
+  0 | 0ms | 0s) ;;
+  *)
+    if [ ${#sim_args[@]} -eq 0 ]; then fail "INTEROP_LATENCY=$latency needs the emulator (cmd/daytona-sim)"
+    elif [ -x "$node24" ]; then
+      echo "== interop under node24 ($("$node24" --version)), $latency per request"
+      run_harness "node24-latency" "$node24" --sim-latency "$latency"
+    else fail "Node 24 ($node_pkg) is not installed at $node24"; fi ;;
+esac
 finish
