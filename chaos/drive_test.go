@@ -33,7 +33,7 @@ func runSchedule(tb testing.TB, s schedule) outcome {
 		return outcome{violations: []string{"setup: " + err.Error()}}
 	}
 	defer os.RemoveAll(dir)
-	srv := daytonatest.New(daytonatest.WithDir(filepath.Join(dir, "daytona")), daytonatest.WithTransitionDelay(s.TransitionDelay))
+	srv := daytonatest.New(daytonatest.WithDir(filepath.Join(dir, "daytona")), daytonatest.WithTransitionDelay(s.TransitionDelay), daytonatest.WithLatency(s.Latency))
 	defer srv.Close()
 	if _, err := srv.Start(""); err != nil {
 		return outcome{violations: []string{"setup: " + err.Error()}}
@@ -79,6 +79,9 @@ func runSchedule(tb testing.TB, s schedule) outcome {
 	}
 	if s.TransitionDelay > daytonatest.DefaultTransitionDelay {
 		out.faults["slow-transitions"]++
+	}
+	if s.Latency > 0 {
+		out.faults["latency"]++
 	}
 	r.srv.ClearFaults()
 	r.checkTrees() // before the final cleanup deletes the sandboxes

@@ -171,13 +171,17 @@ type schedule struct {
 	Seed            int64
 	Reuse           bool          // reusable leases (release stops) or ephemeral (release deletes)
 	TransitionDelay time.Duration // how long each intermediate sandbox state lasts
-	Faults          []faultSpec
-	Steps           []step
+	// Latency delays every request and WebSocket upgrade (a network
+	// between the worker and Daytona): zero, or past the worker's
+	// close-network threshold so the far-network reads run.
+	Latency time.Duration
+	Faults  []faultSpec
+	Steps   []step
 }
 
 func (s schedule) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "schedule seed=%d reuse=%v transition-delay=%s\n", s.Seed, s.Reuse, s.TransitionDelay)
+	fmt.Fprintf(&b, "schedule seed=%d reuse=%v transition-delay=%s latency=%s\n", s.Seed, s.Reuse, s.TransitionDelay, s.Latency)
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  fault %s\n", f)
 	}
@@ -229,10 +233,19 @@ func drawStep(r *rand.Rand, op string) step {
 	return st
 }
 
-// newSchedule draws the schedule of a seed.
+// latencies are the network round trips a schedule runs behind: none
+// (the emulator on loopback) twice as often as 20 ms, which is past
+// exec.FollowFirstRTT, so the timed reads, later reads and follows of a
+// Daytona across a network meet the faults too.
+var latencies = []time.Duration{0, 0, 20 * time.Millisecond}
+
+// newSchedule draws the schedule of a seed. The latency comes from a
+// stream of its own, so a seed draws the same steps and faults as before
+// latencies were drawn.
 func newSchedule(seed int64) schedule {
 	r := rand.New(rand.NewPCG(uint64(seed), 0x5eed))
 	s := schedule{Seed: seed, Reuse: r.IntN(2) == 0, TransitionDelay: []time.Duration{time.Millisecond, 5 * time.Millisecond, 40 * time.Millisecond}[r.IntN(3)]}
+	s.Latency = latencies[rand.New(rand.NewPCG(uint64(seed), 0x1a7e)).IntN(len(latencies))]
 	total := 0
 	for _, rt := range routes {
 		total += rt.weight
