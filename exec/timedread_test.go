@@ -205,17 +205,7 @@ func (e *env) releaseAtTimer(g *gate, d time.Duration, ch <-chan execOut) cmdexe
 // pooled connections and no WebSocket, where a follow would have cost a
 // new connection and the daemon's log tail. The reads' text went live.
 func TestLaterReadsCatchACommandSlowerThanItsRuns(t *testing.T) {
-	e := newEnv(t, withFakeClock, withTimedFirstRead)
-	settle := e.learnRunTime(20 * time.Millisecond)
-	g := e.newGate()
-	id := tag()
-	rec := newRecorder()
-	ch := e.start(bashReq(`printf 'a\n'; `+g.shell()+"; printf b; : "+id), rec)
-	e.awaitStdout(id, func(stdout []byte) bool { return string(stdout) == "a\n" })
-	e.advanceTimers(settle, cmdexec.SecondReadGap, laterReadGaps[0])
-	e.awaitTimer(laterReadGaps[1])
-	require.Equal(t, 3, e.count("GET", rLogs), "three reads came too early")
-	res := e.releaseAtTimer(g, laterReadGaps[1], ch)
+	e, id, rec, res := catchAtLaterRead(t, 1)
 	assert.Equal(t, "a\nb", res.Stdout)
 	assert.Equal(t, 5, e.commandCalls(), "dispatch and four snapshots")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
@@ -230,24 +220,34 @@ func TestLaterReadsCatchACommandSlowerThanItsRuns(t *testing.T) {
 // where twice the slowest run (46 ms) would have ended the reads and
 // opened a WebSocket for a command that ended a few milliseconds later.
 func TestLaterReadsGoOnPastTwiceTheSlowestRun(t *testing.T) {
-	e := newEnv(t, withFakeClock, withTimedFirstRead)
-	settle := e.learnRunTime(20 * time.Millisecond)
-	g := e.newGate()
-	id := tag()
-	ch := e.start(bashReq(g.shell()+"; printf hi; : "+id), nil)
-	// The timed read at 21 ms, the second at 23, later reads at 27, 31
-	// and 39; the one at 55 finds it finished.
-	e.advanceTimers(settle, cmdexec.SecondReadGap, laterReadGaps[0], laterReadGaps[1], laterReadGaps[2])
-	second := settle + cmdexec.SecondReadGap
+	second := 21*time.Millisecond + cmdexec.SecondReadGap
 	at := second + laterReadGaps[0] + laterReadGaps[1] + laterReadGaps[2] + laterReadGaps[3]
 	require.Greater(t, at, 2*second, "the read at 55 ms comes after twice the second")
 	require.LessOrEqual(t, at, cmdexec.LaterReadsLast, "and within the least the later reads go on")
-	e.awaitTimer(laterReadGaps[3])
-	require.Equal(t, 5, e.count("GET", rLogs), "five reads came too early")
-	res := e.releaseAtTimer(g, laterReadGaps[3], ch)
-	assert.Equal(t, "hi", res.Stdout)
+	e, id, _, res := catchAtLaterRead(t, 3)
+	assert.Equal(t, "a\nb", res.Stdout)
 	assert.Equal(t, 7, e.commandCalls(), "dispatch and six snapshots")
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
+}
+
+// catchAtLaterRead runs, on a lease that learned a 20 ms run time (timed
+// read at 21 ms, second at 23, later reads at 27, 31, 39, 55 …), a
+// command that prints "a\n", waits on a gate and prints "b"; the gate
+// opens while the runner waits for later read n (0-based), which must
+// find the command finished: reads 2+n came too early.
+func catchAtLaterRead(t *testing.T, n int) (e *env, id string, rec *recorder, res cmdexec.Result) {
+	t.Helper()
+	e = newEnv(t, withFakeClock, withTimedFirstRead)
+	settle := e.learnRunTime(20 * time.Millisecond)
+	g := e.newGate()
+	id = tag()
+	rec = newRecorder()
+	ch := e.start(bashReq(`printf 'a\n'; `+g.shell()+"; printf b; : "+id), rec)
+	e.awaitStdout(id, func(stdout []byte) bool { return string(stdout) == "a\n" })
+	e.advanceTimers(append([]time.Duration{settle, cmdexec.SecondReadGap}, laterReadGaps[:n]...)...)
+	e.awaitTimer(laterReadGaps[n])
+	require.Equal(t, 2+n, e.count("GET", rLogs), "the reads before it came too early")
+	return e, id, rec, e.releaseAtTimer(g, laterReadGaps[n], ch)
 }
 
 // largeLogRun is a command started by startLargeLog.
