@@ -47,9 +47,11 @@ func (x *run) earlyReads() (res Result, done bool, err error) {
 	//
 	// Bulk: a command line whose last run left a large log, on a close
 	// network, has its exit watched with status reads instead (watchBulk).
-	if fastest, slowest, ok := x.r.bulkFor(x.lease, x.key); ok && x.closeNetwork() {
+	fastest, slowest, bulk := x.r.bulkFor(x.lease, x.key)
+	if bulk && x.closeNetwork() {
 		return x.watchBulk(fastest, slowest)
 	}
+	x.bulk = bulk
 	settle, second := x.r.settleFor(x.lease, x.key)
 	if settle > 0 {
 		if wait := x.sent.Add(settle).Sub(x.r.clock.Now()); wait > 0 && !sleep(x.cmdCtx, x.r.clock, wait) {
@@ -93,7 +95,8 @@ func (x *run) closeNetwork() bool {
 // dispatch, whichever is later. A read whose time passed
 // while the one before it was under way is skipped, so a slow network adds
 // no read that would go out right after the last. Once the log holds
-// largeLog bytes, each of these reads is a status read (exitRead):
+// largeLog bytes, or from the start when the command line's last run left
+// that much (statusReads), each of these reads is a status read (exitRead):
 // every snapshot brings the whole log again, so the log is read once more
 // only after the exit. Each of these reads costs one call over a pooled
 // connection, where the follow costs a new connection (a TLS handshake on
@@ -109,7 +112,7 @@ func (x *run) laterReads(second time.Duration) (res Result, done bool, err error
 		if !sleep(x.cmdCtx, x.r.clock, wait) {
 			return x.stop()
 		}
-		if x.out.received() >= largeLog {
+		if x.statusReads() {
 			if res, done, err = x.exitRead(); done {
 				return res, done, err
 			}
@@ -123,7 +126,8 @@ func (x *run) laterReads(second time.Duration) (res Result, done bool, err error
 }
 
 // watchLargeLog watches the exit of a command still running after its
-// later reads whose log is already large (docs/exec.md#later-reads):
+// later reads whose log is already large, or whose command line's last
+// run left a large one (statusReads; docs/exec.md#later-reads):
 // status reads at the catch-up read's gaps (exitWatch, doubling up to
 // exitWatchMax: seven reads over 1.3 s), then one snapshot after the
 // exit. A follow would replay the whole log from its start in the
@@ -132,7 +136,7 @@ func (x *run) laterReads(second time.Duration) (res Result, done bool, err error
 // usually takes 20 ms can take three times that. A command still running
 // after the watch is a long one, and the follow carries it.
 func (x *run) watchLargeLog() (res Result, done bool, err error) {
-	if x.out.received() < largeLog {
+	if !x.statusReads() {
 		return Result{}, false, nil
 	}
 	for wait := exitWatch; wait <= exitWatchMax; wait *= 2 {
@@ -194,6 +198,15 @@ func (x *run) exitRead() (res Result, done bool, err error) {
 		return Result{}, false, nil
 	}
 	return x.fastPath()
+}
+
+// statusReads reports whether the reads before a follow are status reads:
+// the log holds largeLog bytes already, or the command line's last run
+// left that much (a far network's timed snapshot of a `cat` that came
+// early may have brought less, and each later snapshot, or the follow's
+// replay, would carry the growing log again).
+func (x *run) statusReads() bool {
+	return x.bulk || x.out.received() >= largeLog
 }
 
 // laterReadGap is how long after the second read the next one comes

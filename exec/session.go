@@ -36,6 +36,9 @@ type run struct {
 	probed bool
 	lead   time.Duration
 	missed bool // the first read came before the end
+	// bulk: the command line's last run left a large log, so its reads
+	// before a follow are status reads from the second on (largeLog).
+	bulk   bool
 	retire bool // take the session out of service afterwards
 	// observing: a follow connection closed cleanly or went silent, so
 	// reads now observe a command that may have ended (timeoutScope).

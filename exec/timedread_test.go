@@ -405,6 +405,39 @@ func TestLongCommandWithALargeLogIsFollowedAfterTheWatch(t *testing.T) {
 	assertLive(t, r.rec, res)
 }
 
+// TestBulkCommandLineIsWatchedWhenItsFirstReadBroughtLittle: on a far
+// network, a command line whose last run left a large log (a `cat`) and
+// whose timed snapshot came early, with less than LargeLog bytes, has
+// its exit watched with status reads: every later snapshot would carry
+// the growing log again, and a follow would replay it from its first
+// byte in 1 KiB frames behind a new connection. After the exit one
+// snapshot brings the rest.
+func TestBulkCommandLineIsWatchedWhenItsFirstReadBroughtLittle(t *testing.T) {
+	e := newEnv(t, withFakeClock, func(o *cmdexec.Options) { o.TimeFirstRead = true })
+	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("true"), nil) // the lease and its session
+	require.NoError(t, err)
+	g := e.newGate()
+	id := tag()
+	req := bashReq(`printf 'a\n'; ` + g.shell() + "; printf b; : " + id)
+	cmdexec.SetCommandRunTimes(e.runner, e.target.LeaseKey, req, 20*time.Millisecond, 30*time.Millisecond, 40*time.Millisecond, 50*time.Millisecond)
+	cmdexec.MarkLargeLog(e.runner, e.target.LeaseKey, req)
+	e.srv.ResetRequests()
+	rec := newRecorder()
+	ch := e.start(req, rec)
+	e.awaitStdout(id, func(stdout []byte) bool { return string(stdout) == "a\n" })
+	// The timed snapshot at the slowest run (51 ms), the second read at
+	// 53, later reads at 57, 61, 69 and 85; then the exit watch.
+	e.advanceTimers(append([]time.Duration{51 * time.Millisecond, cmdexec.SecondReadGap}, laterReadGaps[:4]...)...)
+	e.awaitTimer(cmdexec.ExitWatch)
+	assert.Equal(t, 1, e.count("GET", rLogs), "the timed snapshot only")
+	assert.Equal(t, 5, e.count("GET", rStatus), "the second and the later reads")
+	res := e.releaseAtTimer(g, cmdexec.ExitWatch, ch)
+	assert.Equal(t, "a\nb", res.Stdout)
+	assert.Equal(t, 2, e.count("GET", rLogs), "the log once more, after the exit")
+	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	assertLive(t, rec, res)
+}
+
 // TestTimedReadOfABulkCommandLineWaitsForItsSlowestRun: on a far network
 // (no follow first, so no exit watch of a bulk command line), a command
 // line whose last run left a large log has its first read timed at the
