@@ -405,6 +405,21 @@ func TestLongCommandWithALargeLogIsFollowedAfterTheWatch(t *testing.T) {
 	assertLive(t, r.rec, res)
 }
 
+// newFarLease is an env on a far network (first reads timed, no follow
+// first, so no exit watch of a bulk command line) whose lease and session
+// a first command has opened.
+func newFarLease(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t, withFakeClock, func(o *cmdexec.Options) { o.TimeFirstRead = true })
+	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("true"), nil)
+	require.NoError(t, err)
+	return e
+}
+
+// bulkLineRuns are the recent run times the far-network tests give a
+// command line: its slowest is 50 ms, its second slowest 40.
+var bulkLineRuns = []time.Duration{20 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond}
+
 // TestBulkCommandLineIsWatchedWhenItsFirstReadBroughtLittle: on a far
 // network, a command line whose last run left a large log (a `cat`) and
 // whose timed snapshot came early, with less than LargeLog bytes, has
@@ -413,13 +428,11 @@ func TestLongCommandWithALargeLogIsFollowedAfterTheWatch(t *testing.T) {
 // byte in 1 KiB frames behind a new connection. After the exit one
 // snapshot brings the rest.
 func TestBulkCommandLineIsWatchedWhenItsFirstReadBroughtLittle(t *testing.T) {
-	e := newEnv(t, withFakeClock, func(o *cmdexec.Options) { o.TimeFirstRead = true })
-	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("true"), nil) // the lease and its session
-	require.NoError(t, err)
+	e := newFarLease(t)
 	g := e.newGate()
 	id := tag()
 	req := bashReq(`printf 'a\n'; ` + g.shell() + "; printf b; : " + id)
-	cmdexec.SetCommandRunTimes(e.runner, e.target.LeaseKey, req, 20*time.Millisecond, 30*time.Millisecond, 40*time.Millisecond, 50*time.Millisecond)
+	cmdexec.SetCommandRunTimes(e.runner, e.target.LeaseKey, req, bulkLineRuns...)
 	cmdexec.MarkLargeLog(e.runner, e.target.LeaseKey, req)
 	e.srv.ResetRequests()
 	rec := newRecorder()
@@ -445,14 +458,11 @@ func TestBulkCommandLineIsWatchedWhenItsFirstReadBroughtLittle(t *testing.T) {
 // second slowest: a snapshot before the end would carry the large log
 // twice.
 func TestTimedReadOfABulkCommandLineWaitsForItsSlowestRun(t *testing.T) {
-	e := newEnv(t, withFakeClock, func(o *cmdexec.Options) { o.TimeFirstRead = true })
-	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("true"), nil) // the lease and its session
-	require.NoError(t, err)
-	runs := []time.Duration{20 * time.Millisecond, 30 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond}
+	e := newFarLease(t)
 	for _, large := range []bool{false, true} {
 		id := tag()
 		req := bashReq("printf x; : " + id)
-		cmdexec.SetCommandRunTimes(e.runner, e.target.LeaseKey, req, runs...)
+		cmdexec.SetCommandRunTimes(e.runner, e.target.LeaseKey, req, bulkLineRuns...)
 		want := 40*time.Millisecond + time.Millisecond // the second slowest and the margin
 		if large {
 			cmdexec.MarkLargeLog(e.runner, e.target.LeaseKey, req)
