@@ -63,6 +63,13 @@ var (
 	ErrInvalidArgument = errors.New("daytona: invalid argument")
 	// ErrMalformedResponse matches a 2xx answer whose body could not be decoded.
 	ErrMalformedResponse = errors.New("daytona: malformed response")
+	// ErrSessionEnded matches an exec answer that proves the session's
+	// shell did not take the command (docs/daytona.md#session-exec): a 410
+	// with code SESSION_ENDED (newer daemons), and the v0.190.0 daemon's
+	// 500s whose message says the session is not found (lost with a
+	// restart) or that the write of the command met a broken pipe (the
+	// shell died). It also matches the status's own sentinel.
+	ErrSessionEnded = errors.New("daytona: session ended")
 	// ErrUnreachable matches a call that never reached the server: no
 	// connection could be made (name resolution, connect, TLS handshake),
 	// so the request was provably never written and had no effect. A
@@ -140,6 +147,10 @@ func (e *ErrorResponse) Is(target error) bool {
 			}
 		}
 		return false
+	case ErrSessionEnded:
+		return e.Code == "SESSION_ENDED" || e.StatusCode == http.StatusInternalServerError &&
+			(strings.Contains(e.Message, "session not found") ||
+				strings.Contains(e.Message, "failed to write command") && strings.Contains(e.Message, "broken pipe"))
 	case ErrServer:
 		return e.StatusCode >= 500
 	case ErrRedirect:

@@ -95,29 +95,91 @@ func TestFinishedCommandDoesNotWaitForTheSocketClose(t *testing.T) {
 	assertLive(t, rec, res)
 }
 
-// TestMissingMarkerFallsBackToTheStatusRead: a command that never lets its
-// end markers be printed (it kills the session shell) still completes with
-// the exit code the daemon recorded, read by the status read, and its
-// output from the final snapshot; the next command gets a new session.
-func TestMissingMarkerFallsBackToTheStatusRead(t *testing.T) {
-	e := newEnv(t)
+// TestDeadShellIsNoticed: a command whose session shell dies (here it
+// kills the shell's whole process group, as the OOM killer may) never
+// gets an exit code from the daemon and its follow never closes. After
+// the silent-socket limit the runner checks the shell once, learns it is
+// dead, and answers with an error that says so and keeps the output; the
+// dead session is deleted and the next command runs in a new one.
+func TestDeadShellIsNoticed(t *testing.T) {
+	e := newEnv(t, withFakeClock)
 	rec := newRecorder()
 	id := tag()
-	res, err := e.runner.Execute(ctxT(t), e.target, bashReq("printf 'a\\nb'; printf E >&2; : "+id+killShell), rec.sink)
-	require.NoError(t, err)
-	require.NotNil(t, res.ExitCode)
-	assert.Equal(t, killedShellCode, *res.ExitCode, "the exit the daemon recorded")
+	ch := e.start(bashReq("printf 'a\\nb'; printf E >&2; : "+id+killShell), rec)
+	require.NoError(t, e.srv.Await(ctxT(t), func() bool {
+		ds := e.srv.Dispatches()
+		return len(ds) > 0 && e.srv.SessionShellExited(e.sb.ID, ds[0].Session)
+	}))
+	res, err := e.drive(ch, silentSocketLimit)
+	require.ErrorIs(t, err, cmdexec.ErrShellDied)
+	var died *cmdexec.ShellDiedError
+	require.ErrorAs(t, err, &died)
+	assert.Contains(t, err.Error(), "shell died")
+	assert.Nil(t, res.ExitCode)
+	assert.False(t, res.TimedOut)
+	assert.Equal(t, true, res.Metadata["sessionShellDied"])
 	// Without the marker the runner cannot tell the daemon's newline from
-	// the command's: the old, terminated, form.
+	// the command's: the terminated form.
 	assert.Equal(t, "a\nb\n", res.Stdout)
 	assert.Equal(t, "E\n", res.Stderr)
-	assert.GreaterOrEqual(t, e.count("GET", rStatus), 1, "the status read is the evidence")
-	assertLive(t, rec, res)
+	assert.Equal(t, res.Stdout, died.Stdout)
+	assertLivePrefix(t, rec, res)
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
+	assert.Equal(t, 2, e.count("POST", rExec), "the command's dispatch and one check of the shell")
+	e.assertDeletes(t, 1, "the dead session is deleted")
 	res, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"next"}}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "next\n", res.Stdout)
 	assert.Equal(t, 2, e.count("POST", rSession), "a new session")
+}
+
+// TestLostSessionIsRecreated: after the daemon lost the session (a
+// restart), its exec answers are the v0.190.0 500s, or a newer daemon's
+// 410 SESSION_ENDED: each proves the command did not start, so the session
+// is recreated and the command dispatched once more, and it succeeds.
+func TestLostSessionIsRecreated(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		status int
+		body   string
+	}{
+		{"session not found (v0.190.0)", 500, `{"statusCode":500,"message":"failed to execute command: not found: session not found","timestamp":"0001-01-01T00:00:00Z","path":""}`},
+		{"broken pipe of a dead shell (v0.190.0)", 500, `{"statusCode":500,"message":"failed to execute command: bad request: failed to write command: write |1: broken pipe","timestamp":"0001-01-01T00:00:00Z","path":""}`},
+		{"SESSION_ENDED (newer daemons)", 410, `{"statusCode":410,"message":"session has ended","code":"SESSION_ENDED","timestamp":"2026-01-01T00:00:00Z","path":"/process/session/s/exec","method":"POST"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, withWorkerOptions)
+			e.srv.Inject(fault{Method: "POST", Route: rExec, Times: 1, Status: c.status, Body: c.body})
+			id := tag()
+			res, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo ok; : "+id), nil)
+			require.NoError(t, err)
+			assert.Equal(t, "ok\n", res.Stdout)
+			assert.Equal(t, 2, e.count("POST", rSession), "a new session")
+			assert.Equal(t, 1, e.srv.CountDispatches(id), "the one dispatch that reached a shell")
+		})
+	}
+	// A plain 500 proves nothing: the outcome stays unknown, never re-run.
+	e := newEnv(t, withWorkerOptions)
+	e.srv.Inject(fault{Method: "POST", Route: rExec, Times: 1, Status: 500, Body: `{"statusCode":500,"message":"boom"}`})
+	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo ok"), nil)
+	require.ErrorIs(t, err, cmdexec.ErrDispatchUncertain)
+	assert.Equal(t, 1, e.count("POST", rExec))
+}
+
+// TestLostSessionAfterRestart: the emulator itself answers an exec on a
+// session its restarted sandbox no longer has with the daemon's 500; the
+// runner still holding the old session id recreates it.
+func TestLostSessionAfterRestart(t *testing.T) {
+	e := newEnv(t, withWorkerOptions)
+	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo first"), nil)
+	require.NoError(t, err)
+	_, _, err = e.client.Sandboxes.Stop(ctxT(t), e.sb.ID, false)
+	require.NoError(t, err)
+	e.startAgain()
+	res, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo second"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "second\n", res.Stdout)
+	assert.Equal(t, 2, e.count("POST", rSession))
 }
 
 // TestForgedMarkerDoesNotEndTheCommand: a command that prints text shaped

@@ -63,9 +63,31 @@ func withCap(n int64) envOpt { return func(o *cmdexec.Options) { o.OutputCap = n
 
 func newEnv(t testing.TB, opts ...envOpt) *env {
 	t.Helper()
+	return newEnvOn(t, "", opts...)
+}
+
+// daemonURL is the toolbox daemon that tests written for it run against
+// (docs/emulator.md#a-real-daemon-behind-the-emulator): "" = the
+// emulator's own toolbox.
+var daemonURL = os.Getenv("DAYTONA_DAEMON_URL")
+
+// newDaemonEnv is newEnv whose toolbox is the real daemon at
+// DAYTONA_DAEMON_URL when it is set (`make fidelity`). Tests that use it
+// reach the sandbox only through the toolbox API.
+func newDaemonEnv(t testing.TB, opts ...envOpt) *env {
+	t.Helper()
+	return newEnvOn(t, daemonURL, opts...)
+}
+
+func newEnvOn(t testing.TB, upstream string, opts ...envOpt) *env {
+	t.Helper()
 	checkNoLeaks(t)
+	tops := []testenv.Option{testenv.WithClient(daytona.WithRetryPolicy(daytona.RetryPolicy{MaxRetries: -1}))}
+	if upstream != "" {
+		tops = append(tops, testenv.WithServer(daytonatest.WithToolboxUpstream(upstream)))
+	}
 	// No client retries: a fault a test injects reaches the runner as is.
-	te := testenv.New(t, testenv.WithClient(daytona.WithRetryPolicy(daytona.RetryPolicy{MaxRetries: -1})))
+	te := testenv.New(t, tops...)
 	sb := te.StartSandbox(t, nil)
 	var o cmdexec.Options
 	for _, f := range opts {
@@ -448,11 +470,17 @@ func (e *env) awaitTimer(d time.Duration) {
 	require.NoError(e.t, e.clock.AwaitTimer(ctx, d), "timer %v never armed (pending %v)", d, e.clock.Pending())
 }
 
-// lastDispatch returns the emulator's record of the last session dispatch.
+// lastDispatch returns the emulator's record of the last session dispatch
+// of a command (not of a check of the shell, `:`).
 func (e *env) lastDispatch() daytonatest.Dispatch {
 	ds := e.srv.Dispatches()
-	require.NotEmpty(e.t, ds)
-	return ds[len(ds)-1]
+	for i := len(ds) - 1; i >= 0; i-- {
+		if ds[i].Command != ":" {
+			return ds[i]
+		}
+	}
+	require.Fail(e.t, "no command dispatched")
+	return daytonatest.Dispatch{}
 }
 
 // awaitExited waits until the last dispatched command has exited in the
@@ -527,4 +555,13 @@ func (e *env) awaitOutput(s string) {
 		c, ok := e.srv.Command(d.Sandbox, d.Session, d.CommandID)
 		return ok && strings.Contains(string(c.Stdout), s)
 	}))
+}
+
+// assertDeletes checks that n session deletes were sent. A retired
+// session is deleted after the execute answered, so the check waits for
+// them to arrive first.
+func (e *env) assertDeletes(t *testing.T, n int, msgAndArgs ...any) {
+	t.Helper()
+	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "DELETE", rSessionD, n), msgAndArgs...)
+	assert.Equal(t, n, e.count("DELETE", rSessionD), msgAndArgs...)
 }

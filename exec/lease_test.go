@@ -32,7 +32,7 @@ func TestSessionSeparatesStreamsAndReusesOneSession(t *testing.T) {
 	assert.Equal(t, 1, e.srv.CountDispatches(id), "dispatched exactly once")
 	d := e.lastDispatch()
 	assert.True(t, d.Async, "runAsync")
-	assert.Contains(t, d.Command, "; ( unset __paperclip_t0; unset -f __paperclip_end; if [ -f /etc/profile ]", "subshell wrap: %s", d.Command)
+	assert.Contains(t, d.Command, "; { ( exec 2>&9 9>&-; unset __paperclip_t0; unset -f __paperclip_end; if [ -f /etc/profile ]", "subshell wrap: %s", d.Command)
 	assert.True(t, strings.HasPrefix(d.Session, "paperclip-"))
 	assert.NotContains(t, d.Command, "bwrap")
 	assert.Contains(t, res.Metadata, "durationMs")

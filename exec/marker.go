@@ -55,11 +55,29 @@ func newEndMarker() endMarker {
 // a sandbox, and a short command is mostly process creations
 // (docs/exec.md#end-markers). The form works in every shell the daemon may
 // pick (zsh, bash, sh).
-func (m endMarker) wrap(script string) string {
+func (m endMarker) wrap(script string, noStdin bool) string {
 	return endFunc + "() { unset -f " + endFunc + "; unset " + startVar + " " + statusVar + `; return "$1"; }; ` +
-		zshClock + startVar + "=$EPOCHREALTIME; ( unset " + startVar + "; unset -f " + endFunc + "; " + script + " ); " +
+		zshClock + startVar + "=$EPOCHREALTIME; " + quietSubshell("unset "+startVar+"; unset -f "+endFunc+"; "+script, noStdin) + "; " +
 		statusVar + `=$?; printf '\037%s%s=%d;%s;%s\n' ` + m.half1 + " " + m.half2 + ` "$` + statusVar + `" "$` + startVar + `" "$EPOCHREALTIME"; ` +
 		`printf '\037%s%s\n' ` + m.half1 + " " + m.half2 + " >&2; " + endFunc + ` "$` + statusVar + `"`
+}
+
+// quietSubshell runs script in a subshell whose parent says nothing of
+// it. A shell whose child dies of a signal (kill -9, the OOM killer, a
+// SIGTERM) prints a job-status line to its own stderr, and that line
+// holds the child's whole text: the script, env values included
+// (docs/exec.md#command-script). So the parent's stderr is /dev/null for
+// the subshell's lifetime while the subshell keeps the real one (saved on
+// fd 9, which the command never sees). The subshell's status is the
+// group's: 137 for a SIGKILL, as bash gives. noStdin: the command reads
+// /dev/null, as a shell run with no input does; the session shell's own
+// stdin is the daemon's pipe, which holds a read open forever.
+func quietSubshell(script string, noStdin bool) string {
+	in := ""
+	if noStdin {
+		in = " </dev/null"
+	}
+	return "{ ( exec 2>&9 9>&-; " + script + " )" + in + "; } 9>&2 2>/dev/null"
 }
 
 // The wrapper's names in the session shell: endFunc ends the wrapped

@@ -116,9 +116,9 @@ func TestForgedMarkersAreOutput(t *testing.T) {
 // marker; the command itself runs in its own subshell.
 func TestMarkerWrapNeverSpellsTheToken(t *testing.T) {
 	m := newEndMarker()
-	w := m.wrap("echo hi")
+	w := m.wrap("echo hi", true)
 	assert.NotContains(t, w, string(m.tok[1:]))
-	assert.Contains(t, w, "; ( unset __paperclip_t0; unset -f __paperclip_end; echo hi ); ", w)
+	assert.Contains(t, w, "; { ( exec 2>&9 9>&-; unset __paperclip_t0; unset -f __paperclip_end; echo hi ) </dev/null; } 9>&2 2>/dev/null; ", w)
 	assert.Contains(t, w, m.half1+" "+m.half2)
 	assert.NotEqual(t, string(m.tok), string(newEndMarker().tok), "a new token per command")
 	assert.Len(t, m.tok, 33)
@@ -312,7 +312,7 @@ func TestWrapInEveryShell(t *testing.T) {
 	for _, sh := range shells(t) {
 		t.Run(sh.name, func(t *testing.T) {
 			m := newEndMarker()
-			w := m.wrap(`printf 'a\nb[%s]' "${__paperclip_t0-unset}"; printf E >&2; exit 3`)
+			w := m.wrap(`printf 'a\nb[%s]' "${__paperclip_t0-unset}"; printf E >&2; exit 3`, true)
 			cmd := osexec.Command(sh.path, "-c", w)
 			var stdout, stderr bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -377,7 +377,7 @@ func TestWrappedCommandIsTheSessionShellsChild(t *testing.T) {
 		t.Run(sh.name, func(t *testing.T) {
 			m := newEndMarker()
 			script := buildScript("sh", []string{"-c", "echo parent=$PPID"}, t.TempDir(), nil, "")
-			cmd := osexec.Command(sh.path, "-c", "echo shell=$$; "+m.wrap(script.execLast()))
+			cmd := osexec.Command(sh.path, "-c", "echo shell=$$; "+m.wrap(script.execLast(), true))
 			cmd.Env = append(os.Environ(), "HOME="+t.TempDir())
 			out, err := cmd.Output()
 			require.NoError(t, err, "%s", out)
@@ -401,7 +401,7 @@ func TestWrapLeavesTheSessionShellAsItWas(t *testing.T) {
 			m := newEndMarker()
 			check := `; echo "rc=$?"; for v in __paperclip_t0 __paperclip_s; do eval "[ -z \"\${$v+set}\" ]" || echo "left:$v"; done; ` +
 				`command -v __paperclip_end >/dev/null 2>&1 && echo left:__paperclip_end; exit 0`
-			cmd := osexec.Command(sh.path, "-c", m.wrap("exit 5")+check)
+			cmd := osexec.Command(sh.path, "-c", m.wrap("exit 5", true)+check)
 			out, err := cmd.Output()
 			require.NoError(t, err, "%s", out)
 			assert.Contains(t, string(out), "rc=5\n")

@@ -180,6 +180,9 @@ type session struct {
 	retired bool // takes no new command; deleted when unused
 	gone    bool // died with its sandbox: nothing to delete
 	deleted bool
+	// closing is closed when a delete made after its last use ends
+	// (releaseSession); nil while no such delete runs.
+	closing chan struct{}
 }
 
 type flight struct {
@@ -309,10 +312,14 @@ func (r *Runner) CloseLease(ctx context.Context, leaseKey string) error {
 		return nil
 	}
 	var todo []*session
+	var closing []chan struct{}
 	for s := range l.all {
 		if !s.deleted && !s.gone {
 			s.deleted = true
 			todo = append(todo, s)
+		}
+		if s.closing != nil {
+			closing = append(closing, s.closing)
 		}
 		s.retired = true
 	}
@@ -325,6 +332,14 @@ func (r *Runner) CloseLease(ctx context.Context, leaseKey string) error {
 	for _, s := range todo {
 		if err := r.deleteSession(ctx, s); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	// A retired session's delete still under way is part of the teardown.
+	for _, c := range closing {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return errors.Join(append(errs, context.Cause(ctx))...)
 		}
 	}
 	return errors.Join(errs...)
@@ -416,9 +431,13 @@ func (r *Runner) acquireSession(ctx context.Context, l *lease, t Target) (*sessi
 
 // releaseSession ends one command's use of s. retire takes s out of
 // service (a command that may still run in it timed out): it is deleted —
-// which kills that command — once no other execute uses it.
+// which kills that command — once no other execute uses it. The delete
+// runs after the execute has answered: the daemon gives a command that
+// ignores SIGTERM 5 s before SIGKILL, and a timed-out command's answer
+// must not wait for that (docs/exec.md#timeouts). CloseLease waits for it.
 func (r *Runner) releaseSession(ctx context.Context, l *lease, s *session, retire bool) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	s.users--
 	if retire {
 		s.retired = true
@@ -426,17 +445,21 @@ func (r *Runner) releaseSession(ctx context.Context, l *lease, s *session, retir
 			l.cur = nil
 		}
 	}
-	del := s.retired && s.users == 0 && !s.gone && !s.deleted && !l.inactive
-	if del {
-		s.deleted = true
-		delete(l.all, s)
+	if !s.retired || s.users != 0 || s.gone || s.deleted || l.inactive {
+		return
 	}
-	r.mu.Unlock()
-	if del {
+	s.deleted = true
+	s.closing = make(chan struct{})
+	go func() {
 		dctx, cancel := withBound(context.WithoutCancel(ctx), r.clock, cleanupBound, context.DeadlineExceeded)
 		defer cancel()
 		_ = r.deleteSession(dctx, s)
-	}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		delete(l.all, s)
+		close(s.closing)
+		r.gcLocked(l)
+	}()
 }
 
 // sessionGone forgets a session the toolbox no longer knows (the sandbox

@@ -61,6 +61,9 @@ type commandScript struct {
 // new every time: the same command line gives the same text.
 func (s commandScript) line() string { return s.text[:s.stdinAt] }
 
+// hasStdin reports whether the script redirects stdin from a file.
+func (s commandScript) hasStdin() bool { return s.stdinAt < len(s.text) }
+
 // String is the script exactly as the reference composes it, sent as is
 // on the one-shot path: profiles && cd 'cwd' && env K='v'… 'command' 'arg'…
 // [< 'stdinPath'].
@@ -119,6 +122,29 @@ func buildScript(command string, args []string, cwd string, env map[string]strin
 		b.WriteString(shell.Quote(stdinPath))
 	}
 	return commandScript{text: b.String(), envAt: envAt, stdinAt: stdinAt}
+}
+
+// oneShot is the script sent to POST /process/execute. The daemon answers
+// only once every holder of its output pipe has closed it, so a command
+// that leaves a background job running (`server & echo started`) would
+// hold the answer until the job ends or the timeout, which then loses all
+// the output (docs/exec.md#one-shot). So the command's combined output
+// goes to a file (outPath, in /tmp) and the shell prints the file once the
+// command itself has ended: the background job holds only the file, and
+// what it prints later is not part of the result, as with bash. The
+// subshell is quiet (quietSubshell: a signal death prints no script) and
+// reads /dev/null unless stdin was given. When the file cannot be created
+// the command runs on the pipe as before. On a timeout the daemon kills
+// the group before the file is printed: the runner downloads it instead.
+func (s commandScript) oneShot(outPath string) string {
+	q := shell.Quote(outPath)
+	noStdin := " </dev/null"
+	if s.hasStdin() {
+		noStdin = ""
+	}
+	return `if : 2>/dev/null >` + q + `; then { ( ` + s.execLast() + ` )` + noStdin + ` >` + q + ` 2>&1; } 2>/dev/null; ` +
+		statusVar + `=$?; cat ` + q + `; rm -f ` + q + `; exit "$` + statusVar + `"; else ` +
+		quietSubshell(s.execLast(), !s.hasStdin()) + `; fi`
 }
 
 // GitNetworkTimeout caps the timeout of git commands that talk to a remote

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"path"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 )
@@ -204,14 +207,17 @@ func (x *run) inSession() (Result, error) {
 	return res, err
 }
 
-// dispatch hands the command to the session exactly once. A 404/410 on
-// the exec call proves the command was not started (the session died with
-// a sandbox restart): the session is recreated and the dispatch made once
-// more. Any other failure leaves the outcome unknown and is not retried.
+// dispatch hands the command to the session exactly once. An answer that
+// proves the shell did not take the command recreates the session and
+// dispatches once more: a 404/410 (the session is gone), and
+// daytona.ErrSessionEnded (the v0.190.0 daemon's 500 "session not found"
+// after a restart, its 500 "broken pipe" when the shell died, a newer
+// daemon's 410 SESSION_ENDED). Any other failure leaves the outcome
+// unknown and is not retried.
 func (x *run) dispatch() error {
 	m := newEndMarker()
 	x.out.useMarker(m.tok)
-	wrapped := m.wrap(x.script.execLast())
+	wrapped := m.wrap(x.script.execLast(), !x.script.hasStdin())
 	for attempt := 0; attempt < 2; attempt++ {
 		s, err := x.r.acquireSession(x.cmdCtx, x.lease, x.t)
 		if err != nil {
@@ -225,7 +231,13 @@ func (x *run) dispatch() error {
 			x.sent, x.dispatchRTT = sent, x.r.clock.Now().Sub(sent)
 			return nil
 		}
-		if err != nil && sessionLost(err) && !errors.Is(err, daytona.ErrContainerMissing) {
+		switch {
+		case err != nil && errors.Is(err, daytona.ErrSessionEnded):
+			// The daemon may still hold the session (a dead shell and what
+			// it left running): retire it, so it is deleted.
+			x.r.releaseSession(x.ctx, x.lease, s, true)
+			continue
+		case err != nil && sessionLost(err) && !errors.Is(err, daytona.ErrContainerMissing):
 			x.r.sessionGone(x.lease, s)
 			x.r.releaseSession(x.ctx, x.lease, s, false)
 			continue
@@ -372,6 +384,11 @@ func (x *run) readLog(parent context.Context, gen uint64, d time.Duration, bound
 // reference": the host stops waiting at the timeout anyway).
 func (x *run) poll() (Result, error) {
 	x.observed = "polled"
+	// The poll starts after SilentSocketLimit without a frame, or after a
+	// close without the end markers: either way the shell is checked at
+	// once, and again after each doubling of the silence (at most every
+	// probeEveryMax), since every check queues a no-op in a live shell.
+	seen, quiet, next := x.out.received(), x.r.clock.Now(), time.Duration(0)
 	for {
 		code, err := x.statusRead(x.cmdCtx, x.eff, errObservationBound)
 		if err != nil {
@@ -393,6 +410,19 @@ func (x *run) poll() (Result, error) {
 			return x.result(code), nil
 		}
 		x.out.publish()
+		now := x.r.clock.Now()
+		if got := x.out.received(); got != seen {
+			seen, quiet = got, now
+			if next != 0 { // the first check is still due
+				next = SilentSocketLimit
+			}
+		}
+		if now.Sub(quiet) >= next {
+			if !x.shellAlive() {
+				return x.shellDied()
+			}
+			next = min(max(2*next, SilentSocketLimit), probeEveryMax)
+		}
 		if !sleep(x.cmdCtx, x.r.clock, PollInterval) {
 			return x.stopped(context.Cause(x.cmdCtx))
 		}
@@ -418,7 +448,8 @@ func (x *run) oneShot() (Result, error) {
 	defer cancel()
 	gen := x.out.nextGen()
 	var off int64
-	code, _, err := x.t.Client.Toolbox.ExecuteStream(rctx, x.t.Sandbox, &daytona.ExecuteRequest{Command: x.script.String(), Timeout: sec},
+	outPath := path.Join(stdinDir, oneShotOutPrefix+uuid.NewString())
+	code, _, err := x.t.Client.Toolbox.ExecuteStream(rctx, x.t.Sandbox, &daytona.ExecuteRequest{Command: x.script.oneShot(outPath), Timeout: sec},
 		func(p []byte) error {
 			x.out.feed(gen, 0, off, p)
 			off += int64(len(p))
@@ -426,7 +457,15 @@ func (x *run) oneShot() (Result, error) {
 		})
 	if err != nil {
 		cause := classify(x.ctx, rctx, err)
-		if x.timeoutScope(cause, false) != "" || errors.Is(cause, ErrLeaseNotActive) || isContextErr(cause) {
+		if x.timeoutScope(cause, false) != "" {
+			// The daemon killed the command before its output file was
+			// printed: what it wrote so far is still in the file.
+			if off == 0 {
+				x.recoverOutput(gen, outPath)
+			}
+			return x.stopped(cause)
+		}
+		if errors.Is(cause, ErrLeaseNotActive) || isContextErr(cause) {
 			return x.stopped(cause)
 		}
 		// The answer was lost part way: what arrived is returned with the
@@ -435,4 +474,33 @@ func (x *run) oneShot() (Result, error) {
 	}
 	x.out.finish()
 	return x.result(&code), nil
+}
+
+// oneShotOutPrefix names the one-shot output files in /tmp.
+const oneShotOutPrefix = "paperclip-out-"
+
+// recoverOutput reads a timed-out one-shot command's output file into the
+// result and removes it, best effort and within cleanupBound: a timed-out
+// command keeps what it printed, as it does in a terminal.
+func (x *run) recoverOutput(gen uint64, outPath string) {
+	ctx, cancel := withBound(context.WithoutCancel(x.ctx), x.r.clock, cleanupBound, context.DeadlineExceeded)
+	defer cancel()
+	defer func() { _, _ = x.t.Client.Files.Delete(ctx, x.t.Sandbox, outPath, false) }()
+	body, _, err := x.t.Client.Files.Download(ctx, x.t.Sandbox, outPath)
+	if err != nil {
+		return
+	}
+	defer body.Close()
+	buf := make([]byte, 32<<10)
+	var off int64
+	for {
+		n, err := body.Read(buf)
+		if n > 0 {
+			x.out.feed(gen, 0, off, buf[:n])
+			off += int64(n)
+		}
+		if err != nil || x.out.bothCapped() {
+			return
+		}
+	}
 }

@@ -257,7 +257,7 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 			},
 			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
 				assert.True(t, strings.HasPrefix(res.Stdout, streamedFirst), res.Stdout)
-				assert.Equal(t, 1, e.count("DELETE", rSessionD), "session of the runaway command deleted")
+				e.assertDeletes(t, 1, "session of the runaway command deleted")
 			}},
 		reason: "Command timed out after 60 s.\n",
 	}, {
@@ -377,7 +377,7 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 				assert.Equal(t, streamedFirst, res.Stdout, "partial output")
 				assert.Equal(t, "e1 ☃\nCommand timed out after 7200 s.\n", res.Stderr)
 				assert.Equal(t, "command", res.Metadata["timeoutScope"])
-				assert.Equal(t, 1, e.count("DELETE", rSessionD), "timed-out command's session deleted")
+				e.assertDeletes(t, 1, "timed-out command's session deleted")
 				res2, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"next"}, Timeout: time.Hour}, nil)
 				require.NoError(t, err)
 				assert.Equal(t, "next\n", res2.Stdout)
@@ -417,7 +417,7 @@ func TestInterruptedCommandKeepsPartialOutput(t *testing.T) {
 				return e.wait(s.ch)
 			},
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
-				assert.Equal(t, 1, e.count("DELETE", rSessionD), "the abandoned command's session is retired")
+				e.assertDeletes(t, 1, "the abandoned command's session is retired")
 				assert.True(t, e.runner.LeaseActive(e.target.LeaseKey))
 			}},
 		errIs: context.Canceled, stdout: streamedFirst,
@@ -462,7 +462,7 @@ func TestInterruptedCommandKeepsPartialOutput(t *testing.T) {
 				assert.True(t, errors.As(err, &lerr))
 
 				require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
-				assert.Equal(t, 1, e.count("DELETE", rSessionD))
+				e.assertDeletes(t, 1)
 				assert.False(t, e.runner.LeaseActive(e.target.LeaseKey))
 				e.runner.ReopenLease(e.target.LeaseKey)
 				res, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"back"}}, nil)
@@ -623,7 +623,7 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 					assert.Equal(t, 0, e.count("DELETE", rSessionD), "an exited command keeps its session")
 				} else {
 					assert.NotContains(t, res.Metadata, "observedExitCode")
-					assert.Equal(t, 1, e.count("DELETE", rSessionD), "the session of a command that may still run is retired")
+					e.assertDeletes(t, 1, "the session of a command that may still run is retired")
 				}
 				assertLivePrefix(t, s.rec, res)
 				assert.Equal(t, 1, e.srv.CountDispatches(s.id), "dispatched exactly once")

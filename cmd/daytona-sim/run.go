@@ -72,6 +72,11 @@ type settings struct {
 	diskBytes                int64
 	stopOnEOF, verbose       bool
 	isolation                daytonatest.Isolation
+	// daemonCost charges the daemon's labeler cost; structuredErrors
+	// answers lost sessions as newer daemons do; toolbox sends every
+	// sandbox's toolbox calls to a real daemon (docs/emulator.md).
+	daemonCost, structuredErrors bool
+	toolbox                      string
 }
 
 // parseArgs parses the command line. help is true when it printed the
@@ -103,6 +108,9 @@ func parseArgs(args []string, stdout io.Writer) (st settings, help bool, err err
 		}
 		return errors.New("want auto, off or userns")
 	})
+	fs.BoolVar(&st.daemonCost, "daemon-cost", false, "charge the session path what the real daemon's per-line labeler costs (3.1 µs a line, 0.15 µs a byte)")
+	fs.BoolVar(&st.structuredErrors, "structured-errors", false, "answer an exec on a lost session or dead shell with a newer daemon's 410 SESSION_ENDED instead of v0.190.0's 500")
+	fs.StringVar(&st.toolbox, "toolbox-upstream", "", "`URL` of a real toolbox daemon on loopback that serves every sandbox's toolbox calls (docs/emulator.md#a-real-daemon-behind-the-emulator)")
 	fs.BoolVar(&st.stopOnEOF, "stop-on-eof", false, "also stop when stdin reaches EOF (for a parent that holds a stdin pipe)")
 	fs.BoolVar(&st.verbose, "v", false, "log emulator events to stderr")
 	if err := fs.Parse(args); err != nil {
@@ -143,6 +151,15 @@ func (st settings) options(stderr io.Writer) []daytonatest.Option {
 	}
 	if st.isolation != "" {
 		opts = append(opts, daytonatest.WithIsolation(st.isolation))
+	}
+	if st.daemonCost {
+		opts = append(opts, daytonatest.WithLabelerCost(daytonatest.DaemonLabelerCost))
+	}
+	if st.structuredErrors {
+		opts = append(opts, daytonatest.WithStructuredErrors())
+	}
+	if st.toolbox != "" {
+		opts = append(opts, daytonatest.WithToolboxUpstream(st.toolbox))
 	}
 	if st.verbose {
 		opts = append(opts, daytonatest.WithLogf(func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }))

@@ -91,6 +91,43 @@ func writeToolboxError(w http.ResponseWriter, r *http.Request, status int, msg s
 	})
 }
 
+// writeDaemonInternal writes the daemon's answer to an error its handler
+// wrapped with fmt.Errorf: the middleware no longer sees a typed error and
+// falls back to its default, a 500 with the message, no code, a zero
+// timestamp and an empty path (docs/emulator.md#lost-sessions-and-dead-shells).
+func writeDaemonInternal(w http.ResponseWriter, msg string) {
+	writeJSON(w, http.StatusInternalServerError, map[string]any{
+		"statusCode": http.StatusInternalServerError,
+		"message":    msg,
+		"timestamp":  "0001-01-01T00:00:00Z",
+		"path":       "",
+	})
+}
+
+// writeSessionEnded answers an exec that cannot reach a session shell. The
+// v0.190.0 daemon says why in a 500 (lost: "not found: session not found";
+// dead shell: the broken pipe of the write); with WithStructuredErrors, a
+// newer daemon's 410 SESSION_ENDED.
+func (c *call) writeSessionEnded(lost bool) {
+	if c.s.cfg.structuredErrors {
+		writeJSON(c.w, http.StatusGone, map[string]any{
+			"statusCode": http.StatusGone,
+			"message":    "session has ended",
+			"code":       "SESSION_ENDED",
+			"source":     "daemon",
+			"timestamp":  time.Now().UTC().Format(time.RFC3339),
+			"path":       c.r.URL.Path,
+			"method":     c.r.Method,
+		})
+		return
+	}
+	if lost {
+		writeDaemonInternal(c.w, "failed to execute command: not found: session not found")
+		return
+	}
+	writeDaemonInternal(c.w, "failed to execute command: bad request: failed to write command: write |1: broken pipe")
+}
+
 // writeEmpty aborts with a status and no body, as several daemon handlers
 // do (gin AbortWithError, docs/daytona.md#error-bodies).
 func writeEmpty(w http.ResponseWriter, status int) {

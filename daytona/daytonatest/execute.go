@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"strings"
@@ -50,19 +51,28 @@ func tbExecute(c *call) {
 	script := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; trap '' XFSZ\n%s\n", sb.fsizeBlocks(), req.Command)
 	cmd, err := sb.command([]string{bashBinary()}, dir, sb.baseEnv(req.Envs), false)
 	var out outputBuffer
+	// The output is one pipe the emulator reads to its end, as the
+	// daemon's exec.Cmd does: the answer waits for every process that
+	// still holds it (a background job), until the timeout kills the
+	// group (docs/emulator.md#one-shot-background-jobs).
+	var outR, outW *os.File
+	if err == nil {
+		outR, outW, err = os.Pipe()
+	}
 	if err == nil {
 		cmd.Stdin = strings.NewReader(script)
-		cmd.Stdout = &out
-		cmd.Stderr = &out
-		// A background process that keeps the output pipe open must not hold
-		// the reply forever once the shell itself has exited.
-		cmd.WaitDelay = 2 * time.Second
+		cmd.Stdout = outW
+		cmd.Stderr = outW
 		sb.tb.mu.Lock()
 		err = cmd.Start()
 		if err == nil {
 			sb.tb.execs[cmd] = struct{}{}
 		}
 		sb.tb.mu.Unlock()
+		_ = outW.Close()
+		if err != nil {
+			_ = outR.Close()
+		}
 	}
 	if err != nil {
 		writeJSON(c.w, http.StatusOK, map[string]any{"exitCode": -1, "result": err.Error()})
@@ -74,37 +84,61 @@ func tbExecute(c *call) {
 		delete(sb.tb.execs, cmd)
 		sb.tb.mu.Unlock()
 	}()
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = out.ReadFrom(outR)
+	}()
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		<-copied
+		done <- err
+	}()
 	var timeout <-chan time.Time
 	if req.Timeout > 0 {
 		t := time.NewTimer(time.Duration(req.Timeout) * time.Second)
 		defer t.Stop()
 		timeout = t.C
 	}
+	// kill ends the group; a process that left it (setsid) may still hold
+	// the pipe, so the read end is closed too.
+	kill := func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = outR.Close()
+		<-done
+	}
 	answered := false
 	select {
 	case err := <-done:
-		code := exitCodeOf(err)
-		if errors.Is(err, osexec.ErrWaitDelay) && cmd.ProcessState != nil {
-			code = cmd.ProcessState.ExitCode()
-		}
+		_ = outR.Close()
 		parts, release := out.take()
 		defer release()
 		answered = true
-		writeExecuteAnswer(c.w, code, parts)
+		writeExecuteAnswer(c.w, oneShotExitCode(err), parts)
 	case <-timeout:
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		kill()
 		writeToolboxError(c.w, c.r, http.StatusRequestTimeout, "command execution timeout")
 	case <-c.s.done:
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		<-done
+		kill()
 	}
 	if !answered {
 		_, release := out.take() // the output goes unsent: its chunks back to the pool
 		release()
 	}
+}
+
+// oneShotExitCode is the daemon's exit code of a one-shot command: the
+// shell's status, or -1 when the shell itself was killed by a signal (its
+// wait reports an error, not a status).
+func oneShotExitCode(err error) int {
+	var ee *osexec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -1
+		}
+	}
+	return exitCodeOf(err)
 }
 
 func exitCodeOf(err error) int {

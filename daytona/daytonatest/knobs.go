@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -351,4 +352,42 @@ func (s *Server) SetDiskAllocation(idOrName string, bytes int64) error {
 	}
 	sb.diskBytes = bytes
 	return nil
+}
+
+// session finds a live session of a sandbox.
+func (s *Server) liveSession(sandboxID, sessionID string) *session {
+	s.init()
+	s.mu.Lock()
+	sb := s.sandboxes[sandboxID]
+	s.mu.Unlock()
+	if sb == nil {
+		return nil
+	}
+	sb.tb.mu.Lock()
+	defer sb.tb.mu.Unlock()
+	return sb.tb.sessions[sessionID]
+}
+
+// KillSessionShell sends sig to a session's shell process alone, as the
+// OOM killer or a `kill -9` of it would: the command it runs is left
+// behind (docs/emulator.md#lost-sessions-and-dead-shells). It reports
+// whether the session exists.
+func (s *Server) KillSessionShell(sandboxID, sessionID string, sig syscall.Signal) bool {
+	ss := s.liveSession(sandboxID, sessionID)
+	if ss == nil {
+		return false
+	}
+	return syscall.Kill(ss.cmd.Process.Pid, sig) == nil
+}
+
+// SessionShellExited reports whether a session's shell process has exited
+// (false for an unknown session).
+func (s *Server) SessionShellExited(sandboxID, sessionID string) bool {
+	ss := s.liveSession(sandboxID, sessionID)
+	if ss == nil {
+		return false
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.shellGone
 }

@@ -193,8 +193,7 @@ type logTail struct {
 
 // next returns the next chunk (≤ followChunk bytes), or done=true once
 // the command finished, everything was read and the close delay passed
-// (at once when the session was deleted or its shell died); it blocks
-// while waiting.
+// (at once when the session was deleted); it blocks while waiting.
 func (t *logTail) next(ctx context.Context, done <-chan struct{}) (chunk []byte, finished bool, err error) {
 	for {
 		t.ss.mu.Lock()
@@ -215,15 +214,21 @@ func (t *logTail) next(ctx context.Context, done <-chan struct{}) (chunk []byte,
 			t.empty = 0
 			return buf[:m], false, nil
 		}
+		t.ss.mu.Lock()
+		held, killed := t.ss.closeHeld, t.ss.killing
+		t.ss.mu.Unlock()
+		// A deleted session's follows end once what is left was delivered
+		// above. A shell that died on its own ends nothing: its commands
+		// never exit, and the daemon keeps their follows open.
+		gone := t.ss.exited
 		select {
-		case <-t.ss.exited:
-			// Session gone: what is left was delivered above, end now.
-			return nil, true, nil
+		case <-gone:
+			if killed {
+				return nil, true, nil
+			}
+			gone = nil
 		default:
 		}
-		t.ss.mu.Lock()
-		held := t.ss.closeHeld
-		t.ss.mu.Unlock()
 		if exited && t.empty >= followCloseReads && !held {
 			return nil, true, nil
 		}
@@ -237,7 +242,7 @@ func (t *logTail) next(ctx context.Context, done <-chan struct{}) (chunk []byte,
 		case <-done:
 			tm.Stop()
 			return nil, false, errClosed
-		case <-t.ss.exited:
+		case <-gone:
 			tm.Stop()
 		}
 	}

@@ -286,7 +286,7 @@ func (s *Server) serveToolbox(w *statusWriter, r *http.Request, rec *Request, rt
 	}
 	wrapped := *rt
 	wrapped.h = func(c *call) {
-		if c.toolboxReady() {
+		if c.toolboxReady() && !c.forward() {
 			rt.h(c)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,14 @@ type config struct {
 	latency         time.Duration
 	isolation       Isolation
 	logf            func(format string, args ...any)
+	// structuredErrors: the newer daemon's answer to a lost session
+	// (WithStructuredErrors).
+	structuredErrors bool
+	// cost paces the session labeler (WithLabelerCost).
+	cost LabelerCost
+	// upstream is the base URL of a real toolbox daemon
+	// (WithToolboxUpstream).
+	upstream string
 }
 
 // WithAPIKey sets the bearer token the server accepts (default: random).
@@ -82,6 +91,20 @@ func WithDiskBytes(n int64) Option { return func(c *config) { c.diskBytes = n } 
 // Zero or less means none (the default).
 func WithLatency(d time.Duration) Option { return func(c *config) { c.latency = max(d, 0) } }
 
+// WithStructuredErrors makes the toolbox answer an exec on a session that
+// no longer exists, or whose shell died, the way the daemon's newer
+// clients (0.218) know it: 410 with code SESSION_ENDED. Without it the
+// emulator answers as the v0.190.0 daemon does: 500 with the wrapped
+// message and no code (docs/emulator.md#lost-sessions-and-dead-shells).
+func WithStructuredErrors() Option { return func(c *config) { c.structuredErrors = true } }
+
+// WithLabelerCost charges the session path what the daemon's per-line
+// labeler costs (a bash `while read` loop per stream): each stream's
+// labeler is paced so that it delivers no faster than PerLine per line
+// plus PerByte per byte. DaemonLabelerCost is the measured cost; the zero
+// value (the default) charges nothing.
+func WithLabelerCost(c LabelerCost) Option { return func(cfg *config) { cfg.cost = c } }
+
 // WithLogf sets a debug logger (e.g. t.Logf). Secrets are never passed to it.
 func WithLogf(logf func(format string, args ...any)) Option { return func(c *config) { c.logf = logf } }
 
@@ -114,6 +137,9 @@ type Server struct {
 	closed       bool
 
 	baseURL atomic.Value // string: scheme://host:port once known (Start)
+
+	upstreamOnce sync.Once
+	upstream     *httputil.ReverseProxy
 
 	done   chan struct{}
 	wg     sync.WaitGroup

@@ -50,8 +50,11 @@ type session struct {
 	outIdx     int        // index in dispatched that stdout lines belong to
 	errIdx     int
 	dead       bool
-	shellCode  int
-	killing    bool
+	// shellGone: the shell process has exited (dead is set only once its
+	// output has drained too); an exec then meets a broken pipe.
+	shellGone bool
+	shellCode int
+	killing   bool
 	// closeHeld: follows of this session's commands do not close after
 	// the exit while set (HoldFollowClose).
 	closeHeld bool
@@ -205,6 +208,9 @@ func (s *Server) startSession(sb *sandbox, id string) (_ *session, err error) {
 	go func() { defer wg.Done(); ss.label(errR, true) }()
 	waiter := func() {
 		err := cmd.Wait()
+		ss.mu.Lock()
+		ss.shellGone = true
+		ss.mu.Unlock()
 		wg.Wait()
 		outR.Close()
 		errR.Close()
@@ -220,8 +226,14 @@ func (s *Server) startSession(sb *sandbox, id string) (_ *session, err error) {
 	return ss, nil
 }
 
-// kill ends the session: SIGTERM to its process group, SIGKILL after a
-// short grace (the daemon waits up to 5 s; 1 s keeps tests quick).
+// deleteGrace is how long a deleted session's processes get between
+// SIGTERM and SIGKILL: the daemon's termination grace period (5 s; a
+// DELETE of a session whose command ignores SIGTERM was answered after
+// 5,026 ms).
+const deleteGrace = 5 * time.Second
+
+// kill ends the session: SIGTERM to its process group, SIGKILL after the
+// daemon's grace.
 func (ss *session) kill() {
 	ss.mu.Lock()
 	ss.killing = true
@@ -229,10 +241,12 @@ func (ss *session) kill() {
 	_ = ss.script.Close()
 	pid := ss.cmd.Process.Pid
 	_ = syscall.Kill(-pid, syscall.SIGTERM)
-	t := time.NewTimer(time.Second)
+	t := time.NewTimer(deleteGrace)
 	defer t.Stop()
 	select {
 	case <-ss.exited:
+	case <-ss.s.done:
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	case <-t.C:
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		t2 := time.NewTimer(time.Second)
@@ -302,8 +316,13 @@ func tbSessionExec(c *call) {
 		writeToolboxError(c.w, c.r, http.StatusBadRequest, "cannot execute commands in the entrypoint session")
 		return
 	}
-	ss := c.session()
+	c.sb.tb.mu.Lock()
+	ss := c.sb.tb.sessions[c.param("sessionId")]
+	c.sb.tb.mu.Unlock()
 	if ss == nil {
+		// The daemon wraps the service's typed "not found" with
+		// fmt.Errorf, so the answer is a 500, not a 404.
+		c.writeSessionEnded(true)
 		return
 	}
 	var req struct {
@@ -318,8 +337,12 @@ func tbSessionExec(c *call) {
 	}
 	async := req.RunAsync || req.Async
 	cm, err := ss.dispatch(req.Command, async, req.SuppressInputEcho)
+	if errors.Is(err, errShellGone) {
+		c.writeSessionEnded(false)
+		return
+	}
 	if err != nil {
-		writeToolboxError(c.w, c.r, http.StatusGone, err.Error())
+		writeToolboxError(c.w, c.r, http.StatusBadRequest, err.Error())
 		return
 	}
 	mode := requestMode(c.r)
@@ -356,12 +379,16 @@ func tbSessionExec(c *call) {
 	writeJSON(c.w, http.StatusOK, resp)
 }
 
+// errShellGone: the session's shell has exited, so the write of a command
+// to its stdin fails (the daemon's "broken pipe").
+var errShellGone = errors.New("session shell has exited")
+
 // dispatch hands one command to the session's shell.
 func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, error) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.dead || ss.killing {
-		return nil, errors.New("session process has exited")
+	if ss.dead || ss.shellGone || ss.killing {
+		return nil, errShellGone
 	}
 	cm := &command{
 		id: uuid.NewString(), text: text, async: async, suppressEcho: suppressEcho,
@@ -388,7 +415,7 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 		ss.sb.fsizeBlocks(), shell.Quote(ss.scripts+"/"+cm.id+".sh"), stdin, shell.Quote(tok), shell.Quote(cm.id), shell.Quote(tok), shell.Quote(cm.id))
 	if _, err := io.WriteString(ss.script, line); err != nil {
 		_ = f.Close()
-		return nil, errors.New("session process has exited")
+		return nil, errShellGone
 	}
 	ss.commands[cm.id] = cm
 	ss.order = append(ss.order, cm)

@@ -124,13 +124,21 @@ func TestSessionKeepsShellState(t *testing.T) {
 	assert.Equal(t, 404, st)
 	assert.Equal(t, "not found: session not found", decode[apiError](t, b).Message)
 
-	// `exit` kills the session shell; later execs fail.
+	// `exit` ends the session shell: its command never gets an exit code
+	// and later execs meet the broken pipe, as on the daemon.
 	c.session(sb.ID, "s2")
-	r = c.exec(sb.ID, "s2", "exit 7", false)
-	assert.Equal(t, 7, *r.ExitCode)
+	r = c.exec(sb.ID, "s2", "exit 7", true)
+	require.NoError(t, c.srv.Await(t.Context(), func() bool { return c.srv.SessionShellExited(sb.ID, "s2") }))
+	st, b = c.tb(sb.ID, "GET", "/process/session/s2/command/"+r.CmdID, nil)
+	assert.Equal(t, 200, st)
+	assert.NotContains(t, string(b), "exitCode")
 	st, b = c.tb(sb.ID, "POST", "/process/session/s2/exec", map[string]any{"command": "true"})
-	assert.Equal(t, 410, st)
-	assert.Contains(t, string(b), "session process has exited")
+	assert.Equal(t, 500, st)
+	assert.JSONEq(t, `{"statusCode":500,"message":"failed to execute command: bad request: failed to write command: write |1: broken pipe","timestamp":"0001-01-01T00:00:00Z","path":""}`, string(b))
+	// A session that does not exist: the daemon's 500, not a 404.
+	st, b = c.tb(sb.ID, "POST", "/process/session/nope/exec", map[string]any{"command": "true"})
+	assert.Equal(t, 500, st)
+	assert.JSONEq(t, `{"statusCode":500,"message":"failed to execute command: not found: session not found","timestamp":"0001-01-01T00:00:00Z","path":""}`, string(b))
 
 	// Empty command: 400 with an empty body.
 	c.session(sb.ID, "s3")
