@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/daytona-worker
 
-.PHONY: build test stress package demo bench fuzz live clean
+.PHONY: build test stress package demo bench fuzz live fidelity clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/daytona-worker
@@ -29,6 +29,13 @@ demo:
 # "Live tests"): needs DAYTONA_API_KEY; LIVE_RUN narrows the tests.
 live:
 	DAYTONA_LIVE=1 $(GO) test -count=1 -timeout $${LIVE_TIMEOUT:-30m} -run "$${LIVE_RUN:-Live}" -v ./daytona/ ./provider/
+
+# The fidelity tier: the toolbox probes against the emulator, or with
+# DAYTONA_DAEMON=/path/to/daemon (or DAYTONA_DAEMON_URL) against Daytona's
+# real toolbox daemon, with the worker's exec tests written for it
+# (docs/emulator.md#the-fidelity-tier).
+fidelity:
+	bash scripts/fidelity.sh
 
 # Start-up and execute benchmarks; the execute one runs at 0 ms and again at
 # LATENCY per request (default 40ms; `make bench LATENCY=80ms`, LATENCY=0 skips

@@ -104,10 +104,15 @@ const simHasLatency = /-latency\b/.test(simHelp.stdout ?? "");
 // one-shot path only; the benchmarks compare the worker's paths, so they
 // run on the host layout.
 const simHasIsolation = /-isolation\b/.test((simHelp.stdout ?? "") + (simHelp.stderr ?? ""));
+// The real daemon's labeler costs 10-100x what the emulator's does on the
+// session path (docs/emulator.md#labeler-cost): a figure measured without
+// it is not a result, so every run charges it when the build can.
+const simHasDaemonCost = /-daemon-cost\b/.test((simHelp.stdout ?? "") + (simHelp.stderr ?? ""));
 
 async function startSim(latencyMs) {
   const args = ["-stop-on-eof"];
   if (simHasIsolation) args.push("-isolation", "off");
+  if (simHasDaemonCost) args.push("-daemon-cost");
   if (latencyMs > 0 && simHasLatency && !opts.proxy) args.push("-latency", `${latencyMs}ms`);
   const child = spawn(opts.sim, args, { stdio: ["pipe", "pipe", "inherit"] });
   const line = await new Promise((resolve, reject) => {

@@ -49,7 +49,8 @@ type route struct {
 	resp       any
 
 	// unconfirmed marks a route or field set that is not in the v0.190.0
-	// OpenAPI documents (TTL; docs/behavior.md#ttl, docs/daytona.md#ttl).
+	// OpenAPI documents (TTL, official since the 0.218 clients;
+	// docs/behavior.md#ttl, docs/daytona.md#ttl).
 	unconfirmed bool
 }
 
@@ -110,10 +111,11 @@ var (
 		respSchema: "Sandbox", resp: Sandbox{}})
 	rSetAutodelete = newRoute(route{name: "setAutoDeleteInterval", method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/autodelete/{interval}", retry: retryRateLimited,
 		respSchema: "Sandbox", resp: Sandbox{}})
-	// rSetTTL is NOT in the v0.190.0 API: the Paperclip plugin calls
-	// sandbox.setTtl(minutes) from a newer SDK; the route shape follows the
-	// other interval setters and "a POST …/ttl" (docs/daytona.md#ttl). Kept
-	// here, in one place, until confirmed against the live API.
+	// rSetTTL is an official route of the 0.218 clients (POST
+	// /sandbox/{id}/ttl/{ttlMinutes}; the create request takes ttlMinutes
+	// and the sandbox reports autoDestroyAt), newer than the v0.190.0
+	// documents the route table is checked against (docs/daytona.md#ttl),
+	// hence the unconfirmed mark, which only exempts it from that check.
 	rSetTTL = newRoute(route{name: "setTtl", method: "POST", tmpl: "/sandbox/{sandboxIdOrName}/ttl/{minutes}", retry: retryRateLimited,
 		respSchema: "Sandbox", resp: Sandbox{}, unconfirmed: true})
 	rReplaceLabels = newRoute(route{name: "replaceLabels", method: "PUT", tmpl: "/sandbox/{sandboxIdOrName}/labels", retry: retryRateLimited,

@@ -305,8 +305,9 @@ func (s *SandboxesService) SetAutoDeleteInterval(ctx context.Context, idOrName s
 	return s.setter(ctx, rSetAutodelete, idOrName, minutes)
 }
 
-// SetTTL sets a wall-clock lifetime in minutes. UNCONFIRMED: this route is
-// not in the v0.190.0 API (docs/daytona.md#ttl, docs/behavior.md#ttl);
+// SetTTL sets a wall-clock lifetime in minutes: POST /sandbox/{id}/ttl/{ttlMinutes},
+// official since the 0.218 clients, not in the v0.190.0 documents
+// (docs/daytona.md#ttl, docs/behavior.md#ttl);
 // against a server without it, expect ErrNotFound. Read the deadline back
 // from [Sandbox.AutoDestroyAt].
 func (s *SandboxesService) SetTTL(ctx context.Context, idOrName string, minutes int) (*Sandbox, *Response, error) {

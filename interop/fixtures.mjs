@@ -18,7 +18,10 @@ export function daytonaSim(binary, { timeoutMs = 60_000, startupMs = 15_000, lat
   return {
     name: "daytona-sim",
     async start(ctx) {
-      child = spawn(binary, ["-stop-on-eof", ...(latency ? ["-latency", latency] : [])], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "" } });
+      // The latency run is the faithful one: a network's round trips and
+      // the real daemon's labeler cost (docs/emulator.md#labeler-cost).
+      const faithful = latency ? ["-latency", latency, "-daemon-cost"] : [];
+      child = spawn(binary, ["-stop-on-eof", ...faithful], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "" } });
       exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
       let stderr = "";
       child.stderr.setEncoding("utf8");

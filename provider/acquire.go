@@ -371,6 +371,12 @@ func (a *acquisition) configureExpiry(ctx context.Context, sb *daytona.Sandbox) 
 				return nil, fmt.Errorf("Daytona did not confirm the %d-minute lifetime of sandbox %s", ttl, sb.ID)
 			}
 		}
+		// The expiry Daytona set is verified, not only read: one later
+		// than the configured lifetime (a minute's slack for the clocks)
+		// would outlive what the operator asked for.
+		if latest := a.d.now().Add(time.Duration(ttl+1) * time.Minute); t.After(latest) {
+			return nil, fmt.Errorf("Daytona set sandbox %s to expire at %s, later than its configured %d-minute lifetime", sb.ID, t.UTC().Format(time.RFC3339), ttl)
+		}
 		created = &t
 	}
 	requested, ok := parseTime(deref(a.p.RequestedExpiresAt))

@@ -10,15 +10,21 @@ import (
 	"mime"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 )
 
 type execResp struct {
@@ -298,12 +304,13 @@ func TestOneShotExecute(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &r))
 	assert.Equal(t, -1, r.ExitCode)
 
-	// A background process holding the output open does not hold the reply.
-	st, b = c.tb(sb.ID, "POST", "/process/execute", map[string]any{"command": "setsid sleep 5 & echo bg; exit 2"})
+	// As in the daemon, the reply waits for every holder of the output
+	// pipe, a background job that left the group included.
+	st, b = c.tb(sb.ID, "POST", "/process/execute", map[string]any{"command": "setsid sh -c 'sleep 1; echo late' & echo bg; exit 2"})
 	require.Equal(t, 200, st)
 	require.NoError(t, json.Unmarshal(b, &r))
 	assert.Equal(t, 2, r.ExitCode)
-	assert.Equal(t, "bg\n", r.Result)
+	assert.Equal(t, "bg\nlate\n", r.Result)
 
 	st, _ = c.tb(sb.ID, "POST", "/process/execute", map[string]any{"command": "true", "envs": map[string]string{"1BAD": "x"}})
 	assert.Equal(t, 400, st)
@@ -586,4 +593,75 @@ func TestStragglersDoNotBlockTeardown(t *testing.T) {
 	require.Equal(t, 200, st)
 	require.NoError(t, c.srv.AwaitGone(ctx, sb.ID))
 	_ = conn.CloseNow()
+}
+
+// TestStructuredSessionErrors: with WithStructuredErrors an exec on a lost
+// session, or on one whose shell died, is a newer daemon's 410
+// SESSION_ENDED instead of v0.190.0's 500.
+func TestStructuredSessionErrors(t *testing.T) {
+	t.Parallel()
+	c := newTC(t, daytonatest.WithStructuredErrors())
+	sb := c.create(nil)
+	st, b := c.tb(sb.ID, "POST", "/process/session/nope/exec", map[string]any{"command": "true"})
+	assert.Equal(t, 410, st)
+	body := decode[map[string]any](t, b)
+	assert.Equal(t, "SESSION_ENDED", body["code"])
+	assert.Equal(t, float64(410), body["statusCode"])
+	assert.Equal(t, "/proxy/toolbox/"+sb.ID+"/process/session/nope/exec", body["path"])
+	c.session(sb.ID, "s")
+	require.True(t, c.srv.KillSessionShell(sb.ID, "s", syscall.SIGKILL))
+	require.NoError(t, c.srv.Await(ctxT(t), func() bool { return c.srv.SessionShellExited(sb.ID, "s") }))
+	st, b = c.tb(sb.ID, "POST", "/process/session/s/exec", map[string]any{"command": "true"})
+	assert.Equal(t, 410, st)
+	assert.Equal(t, "SESSION_ENDED", decode[map[string]any](t, b)["code"])
+}
+
+// TestLabelerCost: WithLabelerCost paces each stream's labeler to the
+// cost it is given, so 200 lines at 5 ms a line take at least a second
+// to reach the log (a lower bound: a loaded machine only adds to it).
+// Without the option the emulator charges nothing.
+func TestLabelerCost(t *testing.T) {
+	t.Parallel()
+	c := newTC(t, daytonatest.WithLabelerCost(daytonatest.LabelerCost{PerLine: 5 * time.Millisecond}))
+	sb := c.create(nil)
+	c.session(sb.ID, "s")
+	begin := time.Now()
+	r := c.exec(sb.ID, "s", "seq 1 200", false)
+	assert.GreaterOrEqual(t, time.Since(begin), time.Second)
+	require.NotNil(t, r.Stdout)
+	assert.Equal(t, 200, strings.Count(*r.Stdout, "\n"))
+	assert.Equal(t, time.Duration(3100), daytonatest.DaemonLabelerCost.PerLine)
+	assert.Equal(t, time.Duration(150), daytonatest.DaemonLabelerCost.PerByte)
+}
+
+// TestToolboxUpstream: with WithToolboxUpstream the toolbox calls of
+// every sandbox go to the daemon at the URL, relative to the sandbox and
+// without the API key; the control plane stays the emulator's. An
+// upstream that is not a loopback http URL is refused with 502.
+func TestToolboxUpstream(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" auth="+r.Header.Get("Authorization"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"cmdId":"from-upstream"}`))
+	}))
+	t.Cleanup(up.Close)
+	c := newTC(t, daytonatest.WithToolboxUpstream(up.URL))
+	sb := c.create(nil)
+	st, b := c.tb(sb.ID, "POST", "/process/session/s/exec?x=1", map[string]any{"command": "true", "runAsync": true})
+	assert.Equal(t, 202, st)
+	assert.JSONEq(t, `{"cmdId":"from-upstream"}`, string(b))
+	mu.Lock()
+	assert.Equal(t, []string{"POST /process/session/s/exec?x=1 auth="}, got)
+	mu.Unlock()
+	assert.Equal(t, 1, c.srv.CountRequests("POST", "/process/session/{sessionId}/exec"), "logged as ever")
+
+	bad := newTC(t, daytonatest.WithToolboxUpstream("http://daemon.invalid:2280"))
+	sb = bad.create(nil)
+	st, _ = bad.tb(sb.ID, "POST", "/process/session/s/exec", map[string]any{"command": "true"})
+	assert.Equal(t, 502, st)
 }
