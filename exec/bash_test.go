@@ -228,29 +228,44 @@ func TestConcurrentCommandsOnOneLease(t *testing.T) {
 // TestTimedOutCommandAnswersBeforeItsCleanup: a command that ignores
 // SIGTERM times out; the answer does not wait for its session's delete
 // (the daemon holds a DELETE for its 5 s grace before SIGKILL): the
-// emulator holds the delete until the answer has come. Its output so far
-// is kept on both paths, and the teardown waits for the delete.
+// emulator holds the delete until the answer has come. The output so far
+// is kept, and the teardown waits for the delete. The deadline is the
+// fake clock's, passed once the runner has the command's output.
 func TestTimedOutCommandAnswersBeforeItsCleanup(t *testing.T) {
-	onBothPaths(t, func(t *testing.T, bypass bool) {
-		e := newDaemonEnv(t, withWorkerOptions)
-		gate := make(chan struct{})
-		e.srv.Inject(fault{Method: "DELETE", Route: rSessionD, Gate: gate})
-		req := bashReq(`trap '' TERM; echo started; exec sleep 60`)
-		// 3 s: time enough for bash to start and print on a loaded machine.
-		req.Timeout, req.BypassSession = 3*time.Second, bypass
-		res, err := e.runner.Execute(ctxT(t), e.target, req, nil)
-		close(gate)
-		require.NoError(t, err)
-		assert.True(t, res.TimedOut)
-		assert.Nil(t, res.ExitCode)
-		assert.True(t, strings.HasPrefix(res.Stdout, "started\n"), "output so far kept: %q", res.Stdout)
-		require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
-		if bypass {
-			assert.Zero(t, e.count("DELETE", rSessionD))
-			return
-		}
-		assert.Equal(t, 1, e.count("DELETE", rSessionD), "the retired session is deleted by the teardown at the latest")
-	})
+	e := newEnv(t, withFakeClock)
+	gate := make(chan struct{})
+	e.srv.Inject(fault{Method: "DELETE", Route: rSessionD, Gate: gate})
+	req := bashReq(`trap '' TERM; echo started; exec sleep 60`)
+	req.Timeout = 3 * time.Second
+	rec := newRecorder()
+	ch := e.start(req, rec)
+	rec.await(t, "stdout", "started\n") // the runner has it
+	e.clock.Advance(req.Timeout)
+	res, err := e.wait(ch)
+	close(gate)
+	require.NoError(t, err)
+	assert.True(t, res.TimedOut)
+	assert.Nil(t, res.ExitCode)
+	assert.True(t, strings.HasPrefix(res.Stdout, "started\n"), "output so far kept: %q", res.Stdout)
+	require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
+	assert.Equal(t, 1, e.count("DELETE", rSessionD), "the retired session is deleted by the teardown at the latest")
+}
+
+// TestTimedOutOneShotKeepsItsOutput: the daemon answers a one-shot command
+// that outlives its timeout with a 408 and no output; the runner reads
+// what the command wrote from its output file, and removes the file.
+func TestTimedOutOneShotKeepsItsOutput(t *testing.T) {
+	e := newDaemonEnv(t, withWorkerOptions)
+	dir := e.workDir(t)
+	// 5 s: time enough for bash to start and print on a loaded machine.
+	req := bashReq(`echo started; echo err >&2; exec sleep 60`)
+	req.Timeout, req.BypassSession, req.Cwd = 5*time.Second, true, dir
+	res, err := e.runner.Execute(ctxT(t), e.target, req, nil)
+	require.NoError(t, err)
+	assert.True(t, res.TimedOut)
+	assert.Nil(t, res.ExitCode)
+	assert.True(t, strings.HasPrefix(res.Stdout, "started\nerr\n"), "output so far kept: %q", res.Stdout)
+	assert.Equal(t, 1, e.count("DELETE", "/files"), "the output file is removed")
 }
 
 // TestNULBytesOneShot: the one-shot path keeps NUL bytes (the session

@@ -550,8 +550,12 @@ func commandText(b []byte) string {
 // stdout in the emulator.
 func (e *env) awaitOutput(s string) {
 	e.t.Helper()
-	d := e.lastDispatch()
 	require.NoError(e.t, e.srv.Await(ctxT(e.t), func() bool {
+		ds := e.srv.Dispatches()
+		if len(ds) == 0 {
+			return false
+		}
+		d := e.lastDispatch()
 		c, ok := e.srv.Command(d.Sandbox, d.Session, d.CommandID)
 		return ok && strings.Contains(string(c.Stdout), s)
 	}))

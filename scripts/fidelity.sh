@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.."
 
 probes=./daytona/daytonatest/fidelity/
 # The exec tests that reach the sandbox only through the toolbox API.
-exec_tests='TestCommandsGiveWhatBashGives|TestConcurrentCommandsOnOneLease|TestTimedOutCommandAnswersBeforeItsCleanup|TestNULBytesOneShot|TestCommandAfterALostSession|TestCommandWhoseShellIsKilled'
+exec_tests='TestCommandsGiveWhatBashGives|TestConcurrentCommandsOnOneLease|TestTimedOutOneShotKeepsItsOutput|TestNULBytesOneShot|TestCommandAfterALostSession|TestCommandWhoseShellIsKilled'
 
 if [ -z "${DAYTONA_DAEMON:-}" ]; then
 	go test -count=1 -v "$probes"
