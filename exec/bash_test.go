@@ -71,6 +71,7 @@ func bashCases() []bashCase {
 type local struct {
 	stdout, stderr, combined string
 	code                     int
+	took                     time.Duration // the split run's wall time
 }
 
 func runLocal(t *testing.T, c bashCase) local {
@@ -79,6 +80,7 @@ func runLocal(t *testing.T, c bashCase) local {
 	for name, text := range c.files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
 	}
+	var l local
 	run := func(split bool) (string, string, int) {
 		out, err := os.CreateTemp(dir, "out")
 		require.NoError(t, err)
@@ -96,7 +98,11 @@ func runLocal(t *testing.T, c bashCase) local {
 		if c.stdin != nil {
 			cmd.Stdin = strings.NewReader(*c.stdin)
 		}
+		begin := time.Now()
 		err = cmd.Run()
+		if split {
+			l.took = time.Since(begin)
+		}
 		code := 0
 		var ee *osexec.ExitError
 		if errors.As(err, &ee) {
@@ -119,7 +125,6 @@ func runLocal(t *testing.T, c bashCase) local {
 		require.NoError(t, os.Remove(filepath.Join(dir, "release")))
 		return hostText(o), hostText(e), code
 	}
-	var l local
 	l.stdout, l.stderr, l.code = run(true)
 	l.combined, _, _ = run(false)
 	return l
@@ -148,7 +153,10 @@ func TestCommandsGiveWhatBashGives(t *testing.T) {
 				req.Cwd, req.Stdin, req.BypassSession = dir, c.stdin, bypass
 				req.Env = map[string]string{"SECRET_TOKEN": secretValue}
 				rec := newRecorder()
+				begin := time.Now()
 				res, err := e.runner.Execute(ctxT(t), e.target, req, rec.sink)
+				// A measurement for the record (docs/emulator.md#the-fidelity-tier), not a bound.
+				t.Logf("took %v through the runner, %v in local bash", time.Since(begin).Round(time.Millisecond), want.took.Round(time.Millisecond))
 				release(t, e, dir)
 				require.NoError(t, err)
 				require.False(t, res.TimedOut)

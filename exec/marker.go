@@ -66,7 +66,7 @@ func (m endMarker) wrap(script string, noStdin bool) string {
 // it. A shell whose child dies of a signal (kill -9, the OOM killer, a
 // SIGTERM) prints a job-status line to its own stderr, and that line
 // holds the child's whole text: the script, env values included
-// (docs/exec.md#command-script). So the parent's stderr is /dev/null for
+// (docs/exec.md#what-bash-gives). So the parent's stderr is /dev/null for
 // the subshell's lifetime while the subshell keeps the real one (saved on
 // fd 9, which the command never sees). The subshell's status is the
 // group's: 137 for a SIGKILL, as bash gives. noStdin: the command reads

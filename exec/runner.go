@@ -434,7 +434,7 @@ func (r *Runner) acquireSession(ctx context.Context, l *lease, t Target) (*sessi
 // which kills that command — once no other execute uses it. The delete
 // runs after the execute has answered: the daemon gives a command that
 // ignores SIGTERM 5 s before SIGKILL, and a timed-out command's answer
-// must not wait for that (docs/exec.md#timeouts). CloseLease waits for it.
+// must not wait for that (docs/exec.md#timeouts-and-cancellation). CloseLease waits for it.
 func (r *Runner) releaseSession(ctx context.Context, l *lease, s *session, retire bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

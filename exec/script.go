@@ -128,7 +128,7 @@ func buildScript(command string, args []string, cwd string, env map[string]strin
 // only once every holder of its output pipe has closed it, so a command
 // that leaves a background job running (`server & echo started`) would
 // hold the answer until the job ends or the timeout, which then loses all
-// the output (docs/exec.md#one-shot). So the command's combined output
+// the output (docs/exec.md#what-bash-gives). So the command's combined output
 // goes to a file (outPath, in /tmp) and the shell prints the file once the
 // command itself has ended: the background job holds only the file, and
 // what it prints later is not part of the result, as with bash. The
