@@ -3,6 +3,7 @@ package exec_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,7 +42,9 @@ func TestCommandWhoseShellIsKilled(t *testing.T) {
 		t.Skip("real time; TestDeadShellIsNoticed covers the emulator with a fake clock (set DAYTONA_DAEMON_URL, make fidelity)")
 	}
 	e := newDaemonEnv(t, withWorkerOptions)
+	begin := time.Now()
 	res, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo before; kill -9 $PPID; echo after"), nil)
+	t.Logf("answered after %v", time.Since(begin).Round(time.Millisecond)) // for the record, not a bound
 	require.ErrorIs(t, err, cmdexec.ErrShellDied)
 	assert.Nil(t, res.ExitCode)
 	assert.True(t, strings.HasPrefix(res.Stdout, "before\n"), "%q", res.Stdout)

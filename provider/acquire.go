@@ -375,7 +375,7 @@ func (a *acquisition) configureExpiry(ctx context.Context, sb *daytona.Sandbox) 
 		// than the configured lifetime (a minute's slack for the clocks)
 		// would outlive what the operator asked for.
 		if latest := a.d.now().Add(time.Duration(ttl+1) * time.Minute); t.After(latest) {
-			return nil, fmt.Errorf("Daytona set sandbox %s to expire at %s, later than its configured %d-minute lifetime", sb.ID, t.UTC().Format(time.RFC3339), ttl)
+			return nil, fmt.Errorf("sandbox %s expires at %s by Daytona's clock, later than its configured %d-minute lifetime", sb.ID, t.UTC().Format(time.RFC3339), ttl)
 		}
 		created = &t
 	}

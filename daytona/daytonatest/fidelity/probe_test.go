@@ -378,7 +378,7 @@ func TestProbeOneShot(t *testing.T) {
 // outlives the timeout makes it a 408 that loses the output.
 func TestProbeOneShotWaitsForThePipe(t *testing.T) {
 	tb := newToolbox(t)
-	st, m, b := tb.oneShot(`(sleep 1; echo late) & echo early`, 10)
+	st, m, b := tb.oneShot(`(sleep 1; echo late) & echo early`, 60)
 	require.Equal(t, http.StatusOK, st, string(b))
 	assert.Equal(t, "early\nlate\n", m["result"])
 	st, m, b = tb.oneShot(`sleep 3 & echo done`, 1)
