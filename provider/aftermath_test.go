@@ -158,7 +158,9 @@ func TestFailedCreateCleanupOfAnotherScopeIsRefused(t *testing.T) {
 	for name, change := range map[string]func(p map[string]any){
 		"other company":     func(p map[string]any) { p["companyId"] = "company-2" },
 		"other environment": func(p map[string]any) { p["environmentId"] = "env-2" },
-		"other lease id":    func(p map[string]any) { p["providerLeaseId"] = cleanup.CreationName("00000000-0000-4000-8000-000000000000") },
+		"other lease id": func(p map[string]any) {
+			p["providerLeaseId"] = cleanup.CreationName("00000000-0000-4000-8000-000000000000")
+		},
 	} {
 		p := map[string]any{"driverKey": "daytona", "companyId": "company-1", "environmentId": "env-1", "config": e.cfg,
 			"providerLeaseId": env.ProviderLeaseID, "leaseMetadata": map[string]any{"failedCreateCleanup": env}}
