@@ -1,0 +1,85 @@
+package sync
+
+// What a sync leaves behind at its limits: the host reserve, the archive
+// total on the streamed export, and the omitted links an operation lists.
+// Written for bugs of the fresh sample of hand-planted bugs in
+// docs/testing.md that no test caught.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A host write may leave exactly the reserve free; one byte more is
+// refused. (Planted: <= for < on the reserve.)
+func TestHostReserveAtTheLimit(t *testing.T) {
+	t.Parallel()
+	o := Options{HostReserve: 100, HostFreeSpace: func(string) (int64, error) { return 1000, nil }}
+	check := o.reserveCheck(t.TempDir())
+	require.NoError(t, check(900), "leaves exactly the reserve")
+	require.ErrorIs(t, check(901), ErrHostSpace)
+	require.NoError(t, check(0))
+	require.Nil(t, Options{HostReserve: -1}.reserveCheck(t.TempDir()), "a negative reserve: none")
+	require.Equal(t, DefaultHostReserve, Options{}.hostReserve())
+}
+
+// On the streamed (disk-full) export the archive total is the smaller of
+// the configured MaxTotal and the sandbox's disk allocation: a MaxTotal
+// below the allocation still holds. (Planted: the comparison flipped, so
+// the allocation replaced a smaller MaxTotal.)
+func TestStreamedExportKeepsTheSmallerTotal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src := filepath.Join(e.root, "w")
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "f"), randomBytes(t, 80<<10), 0o644))
+	e.fillSandbox(t, 8<<10) // the export streams through the terminal
+	e.t.DiskAllocation = 100 << 10
+	host := t.TempDir()
+	_, err := e.syncOut(t, Options{HostReserve: -1, Limits: Limits{MaxTotal: 50 << 10}}, dirMapping(src, filepath.Join(host, "w")))
+	var ae *ArchiveError
+	require.True(t, errors.As(err, &ae), "want the total refused, got %v", err)
+	assert.Equal(t, reasonTotal, ae.Reason)
+	assert.NoDirExists(t, filepath.Join(host, "w"))
+	e.noScratchLeft(t, host)
+
+	// At the configured total the same export passes.
+	_, err = e.syncOut(t, Options{HostReserve: -1, Limits: Limits{MaxTotal: 80 << 10}}, dirMapping(src, filepath.Join(host, "w")))
+	require.NoError(t, err)
+	assert.Len(t, readFile(t, filepath.Join(host, "w", "f")), 80<<10)
+}
+
+// An operation lists at most MaxOmittedListed omitted links across all of
+// its mappings, and counts every one: a list that reaches the limit
+// exactly on a later mapping is full, one more is counted, not listed.
+// (Planted: the room test off by one.)
+func TestOmittedLinksListedUpToTheLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	links := func(dir string, n int) {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "ln -s /etc/passwd l%02d && ", i)
+		}
+		b.WriteString("true")
+		writeFile(t, filepath.Join(dir, "ok.txt"), "ok", 0o644)
+		e.sh(t, dir, b.String())
+	}
+	a, b := filepath.Join(e.root, "a"), filepath.Join(e.root, "b")
+	links(a, MaxOmittedListed-1)
+	links(b, 2)
+	host := t.TempDir()
+	res, err := e.syncOut(t, Options{}, dirMapping(a, filepath.Join(host, "a")), dirMapping(b, filepath.Join(host, "b")))
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.EqualValues(t, MaxOmittedListed+1, res[0].OmittedUnsafeLinkCount, "every omitted link counted")
+	require.Len(t, res[0].OmittedUnsafeLinks, MaxOmittedListed, "listed up to the limit, across mappings")
+	assert.Equal(t, b+"/l00", res[0].OmittedUnsafeLinks[MaxOmittedListed-1], "the last listed is the later mapping's first")
+}
