@@ -186,3 +186,96 @@ func TestFailedCreateCleanupOfAnotherScopeIsRefused(t *testing.T) {
 	e.expectLive()
 	require.Equal(t, asleep, e.d.idle.report(), "the uncertain cleanup and the allocation are cleared")
 }
+
+// Each teardown step, from a fresh lease: what it answers, and what it
+// leaves behind — the sandbox's state, the allocation evidence (a
+// confirmed receipt clears it), the runner's sessions (cancelled, closed
+// by the drain, forgotten), and the requests it made to Daytona.
+func TestTeardownStepsLeaveExactlyThis(t *testing.T) {
+	type counts struct{ cancel, close, forget, stops, deletes, autodeletes int }
+	cases := []struct {
+		name, method string
+		cfg          map[string]any
+		receipt      string
+		state        string
+		want         counts
+	}{
+		{"release ephemeral", "environmentReleaseLease", nil, "destroyed", "gone", counts{close: 1, deletes: 1}},
+		{"release reusable", "environmentReleaseLease", map[string]any{"reuseLease": true}, "stopped", "stopped", counts{close: 1, stops: 1}},
+		{"stop", "environmentStopLease", nil, "stopped", "stopped", counts{cancel: 1, forget: 1, stops: 1, autodeletes: 1}},
+		{"Stop button", "cancelActiveWork", nil, "stopped", "stopped", counts{cancel: 1, forget: 1, stops: 1}},
+		{"destroy", "environmentDestroyLease", nil, "destroyed", "gone", counts{close: 1, forget: 1, deletes: 1}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e, l, id, w := leasedRecording(t, c.cfg)
+			require.Equal(t, 1, e.d.idle.report().Allocations)
+			e.srv.ResetRequests()
+			m, p := e.teardownCall(l, c.method)
+			raw, err := e.call(m, p)
+			e.requireReceipt(raw, err, id, c.receipt)
+			require.Equal(t, c.state, e.state(id))
+			require.Equal(t, asleep, e.d.idle.report(), "a confirmed receipt clears the allocation evidence")
+			got := counts{
+				cancel: w.count("cancel"), close: w.count("close"), forget: w.count("forget"),
+				stops: e.srv.CountRequests("POST", rStop), deletes: e.srv.CountRequests("DELETE", rSandbox),
+				autodeletes: e.srv.CountRequests("POST", rAutodel),
+			}
+			require.Equal(t, c.want, got)
+			require.Zero(t, e.srv.CountRequests("POST", rCreate), "a teardown creates nothing")
+			if c.want.autodeletes > 0 {
+				require.Equal(t, -1, e.info(id).AutoDeleteInterval, "stop-only disables auto-delete")
+			}
+		})
+	}
+}
+
+// Resume, from a released (stopped) reusable lease: the sandbox is
+// started once, the session its restart destroyed is forgotten, and the
+// allocation evidence is back. A sandbox deleted meanwhile — gone, or
+// still being destroyed — is not resumable and leaves no evidence.
+func TestResumeLeavesExactlyThis(t *testing.T) {
+	t.Run("stopped", func(t *testing.T) {
+		t.Parallel()
+		e, l, id, w := leasedRecording(t, map[string]any{"reuseLease": true})
+		raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
+		e.requireReceipt(raw, err, id, "stopped")
+		require.Equal(t, asleep, e.d.idle.report())
+		e.srv.ResetRequests()
+		raw, err = e.call("environmentResumeLease", e.resumeParams(l, nil))
+		require.NoError(t, err)
+		require.Equal(t, id, *decode[lease](t, raw).ProviderLeaseID)
+		require.Equal(t, "started", e.state(id))
+		require.Equal(t, 1, e.srv.CountRequests("POST", rStart))
+		require.Zero(t, e.srv.CountRequests("POST", rCreate))
+		require.Equal(t, 1, w.count("forget"), "the restart destroyed the session")
+		require.Equal(t, 1, e.d.idle.report().Allocations)
+	})
+	for _, c := range []struct {
+		name string
+		hold bool
+	}{{"deleted", false}, {"being destroyed", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e, l, id := leased(t, map[string]any{"reuseLease": true})
+			require.Equal(t, 1, e.d.idle.report().Allocations)
+			if c.hold {
+				release := e.srv.HoldTransitions(id)
+				t.Cleanup(release)
+			}
+			_, _, err := e.client.Sandboxes.Delete(t.Context(), id)
+			require.NoError(t, err)
+			if !c.hold {
+				e.await(id, "gone") // Daytona answers 404
+			}
+			e.srv.ResetRequests()
+			raw, err := e.call("environmentResumeLease", e.resumeParams(l, nil))
+			require.NoError(t, err)
+			require.JSONEq(t, expiredJSON, string(raw))
+			require.Equal(t, asleep, e.d.idle.report(), "no allocation left behind")
+			require.Zero(t, e.srv.CountRequests("POST", rStart), "nothing started")
+			require.Zero(t, e.srv.CountRequests("POST", rCreate))
+		})
+	}
+}
