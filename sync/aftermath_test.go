@@ -83,3 +83,59 @@ func TestOmittedLinksListedUpToTheLimit(t *testing.T) {
 	require.Len(t, res[0].OmittedUnsafeLinks, MaxOmittedListed, "listed up to the limit, across mappings")
 	assert.Equal(t, b+"/l00", res[0].OmittedUnsafeLinks[MaxOmittedListed-1], "the last listed is the later mapping's first")
 }
+
+// dirOf is the parent of a sandbox path; a file directly under / has /.
+// (Planted: i >= 0 for i > 0, which gave "" for /f.)
+func TestDirOf(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]string{"/f": "/", "/a/f": "/a", "/a/b/f": "/a/b", "f": "/", "": "/"} {
+		assert.Equal(t, want, dirOf(p), p)
+	}
+}
+
+// newEnvWithExitingTar is an env whose sandbox tar is planted: writing to
+// a sandbox file it reports a full disk, so the export streams through the
+// terminal; writing to stdout it sends a valid archive of one file and then
+// exits with rc.
+func newEnvWithExitingTar(t *testing.T, rc int) (e *env, src string) {
+	t.Helper()
+	bin := t.TempDir()
+	planted := filepath.Join(bin, "planted.tar")
+	require.NoError(t, os.WriteFile(planted, buildTar(t, member{name: "f", typ: '0', body: "payload"}), 0o644))
+	script := fmt.Sprintf("#!/bin/bash\nout=-\nwhile [ $# -gt 0 ]; do case \"$1\" in -f) out=$2; shift;; esac; shift; done\n"+
+		"if [ \"$out\" != - ]; then echo 'tar: write error: No space left on device' >&2; exit 2; fi\ncat %s\nexit %d\n", planted, rc)
+	writeFile(t, filepath.Join(bin, "tar"), script, 0o755)
+	e = newEnvWith(t, map[string]string{"PATH": bin + ":" + os.Getenv("PATH")})
+	// The terminal is a login shell, whose profile resets PATH.
+	writeFile(t, filepath.Join(e.info.HomeDir, ".bash_profile"), "PATH="+bin+":$PATH\n", 0o644)
+	src = filepath.Join(e.root, "ws")
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	return e, src
+}
+
+// On the streamed export tar's exit 1 ("some files changed") is a warning
+// and the archive is published; 2 and above is a failure and nothing is.
+// (Planted: rc > 2 for rc > 1.)
+func TestStreamedExportTarExitCodes(t *testing.T) {
+	t.Parallel()
+	for _, rc := range []int{0, 1, 2, 3} {
+		t.Run(fmt.Sprint(rc), func(t *testing.T) {
+			t.Parallel()
+			e, src := newEnvWithExitingTar(t, rc)
+			host := t.TempDir()
+			dst := filepath.Join(host, "out")
+			_, err := e.syncOut(t, Options{HostReserve: -1}, dirMapping(src, dst))
+			assert.Positive(t, e.srv.CountRequests("POST", "/process/pty"), "streamed through the terminal")
+			if rc <= 1 {
+				require.NoError(t, err)
+				assert.Equal(t, "payload", readFile(t, filepath.Join(dst, "f")))
+				return
+			}
+			var ce *SandboxCommandError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, rc, ce.Exit)
+			assert.NoDirExists(t, dst, "nothing published")
+			e.noScratchLeft(t, host)
+		})
+	}
+}
