@@ -172,3 +172,19 @@ func TestRetryAfterParseAtTheLimit(t *testing.T) {
 		require.Equal(t, want, d, v)
 	}
 }
+
+// A page whose nextCursor is "" (or null) is the last one: one request,
+// not a second listing from the start. (Planted: "" taken as a cursor.)
+func TestListEndsOnAnEmptyCursor(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var n atomic.Int32
+	f.handle("GET /api/sandbox", func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		writeJSON(w, 200, map[string]any{"items": []any{sandboxJSON("a", "a", StateStarted)}, "nextCursor": ""})
+	})
+	all, err := f.c.Sandboxes.ListAll(t.Context(), nil)
+	require.NoError(t, err)
+	require.Len(t, all, 1)
+	require.EqualValues(t, 1, n.Load())
+}
