@@ -6,6 +6,7 @@ package cleanup
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,4 +71,29 @@ func TestDeleteOrphansRefusesARereadOfAnotherSandbox(t *testing.T) {
 	require.True(t, alive(t, env, a.ID))
 	require.True(t, alive(t, env, b.ID))
 	require.Zero(t, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
+}
+
+// The envelope pre-check refuses, before any provider call, an envelope
+// whose providerLeaseId is not the creation name of its attempt, or whose
+// account is another one: nothing is looked up, nothing deleted. (Planted:
+// the name check dropped from the pre-check.)
+func TestEnvelopePreCheckMakesNoProviderCall(t *testing.T) {
+	te := testenv.New(t)
+	ctx := context.Background()
+	env := envelope("77777777-7777-4777-8777-777777777777")
+	sb := create(t, te, env)
+	for name, e := range map[string]Envelope{
+		"another attempt's name": func() Envelope { x := env.Clone(); x.ProviderLeaseID = CreationName("other"); return x }(),
+		"another account":        env.Clone(),
+		"no attempt":             func() Envelope { x := env.Clone(); x.AttemptID = ""; return x }(),
+	} {
+		account := fp
+		if name == "another account" {
+			account = strings.Repeat("e", 64)
+		}
+		before := len(te.Server.Requests())
+		require.ErrorIs(t, DestroyFailedCreation(ctx, te.Client.Sandboxes, account, &e, Options{}), ErrOwnership, name)
+		require.Len(t, te.Server.Requests(), before, "%s: no provider call", name)
+	}
+	require.True(t, alive(t, te, sb.ID))
 }
