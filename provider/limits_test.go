@@ -57,7 +57,9 @@ func TestWritableDirsAtTheLimit(t *testing.T) {
 // next one starts it afresh rather than growing it.
 func TestIngressGenerationsAtTheLimit(t *testing.T) {
 	var g ingressGenerations
-	sb := func(i int) *daytona.Sandbox { return &daytona.Sandbox{ID: fmt.Sprint(i), UpdatedAt: "2026-01-01T00:00:00Z"} }
+	sb := func(i int) *daytona.Sandbox {
+		return &daytona.Sandbox{ID: fmt.Sprint(i), UpdatedAt: "2026-01-01T00:00:00Z"}
+	}
 	for i := range maxIngressGenerations {
 		g.generation(scopeKey(fmt.Sprint(i)), sb(i))
 	}
