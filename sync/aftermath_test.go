@@ -139,3 +139,23 @@ func TestStreamedExportTarExitCodes(t *testing.T) {
 		})
 	}
 }
+
+// The looping path of a followed export is taken from find's report:
+// a quoted name relative to the source, the quotes of the shortest
+// quoted name ('') included; anything else as printed. (Planted: > 2 for
+// >= 2 on the quoted name's length.)
+func TestLoopErrorNamesThePath(t *testing.T) {
+	t.Parallel()
+	const src = "/w/src"
+	for out, want := range map[string]string{
+		"find: " + loopMarker + "; 'a/b' is part of the same file system loop as '.'.": "/w/src/a/b",
+		"find: " + loopMarker + "; '' is part of the same file system loop as '.'.":    "/w/src",
+		"find: " + loopMarker + "; 'x is part of the loop":                             "'x",
+		"no marker": "no marker",
+		"":          "/w/src",
+	} {
+		var ae *ArchiveError
+		require.ErrorAs(t, loopError(src, out), &ae, out)
+		assert.Equal(t, want, ae.Name, out)
+	}
+}
