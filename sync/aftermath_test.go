@@ -142,7 +142,7 @@ func TestStreamedExportTarExitCodes(t *testing.T) {
 
 // The looping path of a followed export is taken from find's report:
 // a quoted name relative to the source, the quotes of the shortest
-// quoted name ('') included; anything else as printed. (Planted: > 2 for
+// quoted name (”) included; anything else as printed. (Planted: > 2 for
 // >= 2 on the quoted name's length.)
 func TestLoopErrorNamesThePath(t *testing.T) {
 	t.Parallel()
