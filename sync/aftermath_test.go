@@ -159,3 +159,23 @@ func TestLoopErrorNamesThePath(t *testing.T) {
 		assert.Equal(t, want, ae.Name, out)
 	}
 }
+
+// A target without RunCommand can still sync an operation that has no
+// post-upload commands; only one that has them is refused, before any
+// transfer. (Planted: the command count dropped from the check.)
+func TestRunCommandNeededOnlyForPostUploadCommands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.t.RunCommand = nil
+	src := filepath.Join(t.TempDir(), "src")
+	writeFile(t, filepath.Join(src, "a.txt"), "a", 0o644)
+	res, err := e.syncIn(t, Options{}, dirMapping(src, e.root+"/in"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, res[0].FilesTransferred)
+	assert.Equal(t, "a", readFile(t, filepath.Join(e.root, "in", "a.txt")))
+
+	_, err = SyncIn(t.Context(), e.t, []Operation{{ID: "c", Files: []Mapping{dirMapping(src, e.root+"/in2")},
+		PostUploadCommands: []Command{{Command: "true"}}}}, Options{})
+	require.ErrorIs(t, err, ErrInvalidOperation)
+	assert.NoDirExists(t, filepath.Join(e.root, "in2"), "refused before any transfer")
+}
