@@ -1,6 +1,7 @@
 package daytona
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -187,4 +188,19 @@ func TestListEndsOnAnEmptyCursor(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, all, 1)
 	require.EqualValues(t, 1, n.Load())
+}
+
+// Status classes at their edges: 3xx is a redirect (a wrong apiUrl), 5xx
+// a server error, and the codes next to them are neither. (Planted: <= 400
+// for < 400 on the redirect class.)
+func TestStatusClassesAtTheirEdges(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		code             int
+		redirect, server bool
+	}{{299, false, false}, {300, true, false}, {399, true, false}, {400, false, false}, {499, false, false}, {500, false, true}, {599, false, true}} {
+		e := &ErrorResponse{StatusCode: c.code}
+		assert.Equal(t, c.redirect, errors.Is(e, ErrRedirect), "%d redirect", c.code)
+		assert.Equal(t, c.server, errors.Is(e, ErrServer), "%d server", c.code)
+	}
 }
