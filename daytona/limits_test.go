@@ -204,3 +204,31 @@ func TestStatusClassesAtTheirEdges(t *testing.T) {
 		assert.Equal(t, c.server, errors.Is(e, ErrServer), "%d server", c.code)
 	}
 }
+
+// An idempotent call is retried after 502, 503 and 504 alike; 500 and
+// 501 are not retried. (Planted: 504 dropped from the retryable codes.)
+func TestRetryableStatusCodes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var n atomic.Int32
+	f.handle("GET /api/sandbox/{code}", func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 1 {
+			var code int
+			_, _ = fmt.Sscan(r.PathValue("code"), &code)
+			w.WriteHeader(code)
+			return
+		}
+		writeJSON(w, 200, sandboxJSON("s", "s", StateStarted))
+	})
+	for code, retried := range map[int]bool{502: true, 503: true, 504: true, 500: false, 501: false} {
+		n.Store(0)
+		_, resp, err := f.c.Sandboxes.Get(t.Context(), fmt.Sprint(code))
+		if retried {
+			require.NoError(t, err, "%d", code)
+			require.Equal(t, 2, resp.Attempts, "%d", code)
+		} else {
+			require.Error(t, err, "%d", code)
+			require.EqualValues(t, 1, n.Load(), "%d", code)
+		}
+	}
+}
