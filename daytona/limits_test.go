@@ -232,3 +232,16 @@ func TestRetryableStatusCodes(t *testing.T) {
 		}
 	}
 }
+
+// A remembered secret (a preview token) is redacted from later errors
+// from 4 characters on; a shorter one is too likely to match ordinary
+// text. (Planted: <= 4 for < 4.)
+func TestRememberedSecretLengthAtTheLimit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.c.rememberSecret("wxyz")
+	f.c.rememberSecret("abc")
+	got := f.c.redact("token wxyz and abc")
+	assert.NotContains(t, got, "wxyz")
+	assert.Contains(t, got, "abc")
+}
