@@ -8,7 +8,10 @@ package provider
 
 import (
 	"errors"
+	"log/slog"
 	"path"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
@@ -278,4 +281,39 @@ func TestResumeLeavesExactlyThis(t *testing.T) {
 			require.Zero(t, e.srv.CountRequests("POST", rCreate))
 		})
 	}
+}
+
+// lockedBuffer is a log destination safe for the driver's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A teardown's bridge drain waits at most the shorter of its own step
+// bound and livenessTimeoutMs: a hung activity ends after the liveness
+// bound, and the warning names it. (Planted: the comparison flipped, so
+// the drain waited its full 10 s step bound.)
+func TestDrainStepTakesTheShorterLivenessBound(t *testing.T) {
+	var logs lockedBuffer
+	e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 5000})
+	e.use(e.driverWith(func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }))
+	l := e.acquire(nil)
+	gate := make(chan struct{})
+	defer close(gate)
+	e.realizeHeld(l, gate)
+	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
+	e.requireReceipt(raw, err, *l.ProviderLeaseID, "destroyed")
+	require.Contains(t, logs.String(), `\"sandbox.activityDrain\" did not respond within 5000 ms`)
 }
