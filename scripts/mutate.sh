@@ -109,7 +109,8 @@ lived=$(grep -c '^ *LIVED ' "$log")
 echo
 echo "== mutate finished in $((elapsed / 60))m$((elapsed % 60))s"
 echo "== survivors (LIVED: the tests pass with this change; see docs/testing.md):"
-grep '^ *LIVED ' "$log" | sed 's/^ */   /' || echo "   none"
+survivors=$(grep '^ *LIVED ' "$log" | sed 's/^ */   /')
+echo "${survivors:-   none}"
 if grep -q '^ *\(NOT COVERED\|TIMED OUT\) ' "$log"; then
 	echo "== not covered by any test, or timed out:"
 	grep '^ *\(NOT COVERED\|TIMED OUT\) ' "$log" | sed 's/^ */   /'
