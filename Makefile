@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/daytona-worker
 
-.PHONY: build test stress package demo bench fuzz live fidelity clean
+.PHONY: build test stress package demo bench fuzz live fidelity mutate clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/daytona-worker
@@ -46,6 +46,12 @@ bench:
 fuzz:
 	$(GO) test ./rpc -run '^$$' -fuzz FuzzReader -fuzztime $${FUZZTIME:-60s}
 	$(GO) test ./rpc -run '^$$' -fuzz FuzzDispatch -fuzztime $${FUZZTIME:-60s}
+
+# Mutation testing (gremlins v0.6.0) of the lines changed since BASE (default:
+# the last merge commit), bounded by MUTATE_BUDGET (default 20m); prints the
+# survivors and the score. Not part of CI; docs/testing.md says how to read it.
+mutate:
+	bash scripts/mutate.sh
 
 clean:
 	rm -rf bin dist npm/bin npm/manifest.js npm/*.tgz

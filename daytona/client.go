@@ -508,7 +508,10 @@ func (c *Client) do(ctx context.Context, cl *call, out any) (*Response, error) {
 		limit = c.jsonLimit
 	}
 	lr := &io.LimitedReader{R: resp.Body, N: limit + 1}
-	if err := json.NewDecoder(lr).Decode(out); err != nil {
+	dec := json.NewDecoder(lr)
+	if err := dec.Decode(out); err != nil || dec.InputOffset() > limit {
+		// The extra byte read tells a cut answer from a whole one; a value
+		// that ends on it is one byte over, not within the limit.
 		if lr.N <= 0 {
 			return r, fmt.Errorf("%w: %s: answer larger than %d bytes", ErrMalformedResponse, cl.rt, limit)
 		}

@@ -55,6 +55,8 @@ func TestExecuteRejectsNULBytesNamingTheField(t *testing.T) {
 	}{
 		{"command", "ec\u0000ho", nil},
 		{"args[1]", "echo", []any{"args", []string{"ok", "a\u0000b"}}},
+		{"args[0]", "echo", []any{"args", []string{"\u0000b"}}}, // at the first byte
+		{"command", "\u0000echo", nil},
 		{`env["GREETING"]`, "echo", []any{"env", map[string]string{"A": "fine", "GREETING": "hi\u0000there"}}},
 		{"cwd", "echo", []any{"cwd", "/tmp/a\u0000b"}},
 	} {

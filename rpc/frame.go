@@ -40,9 +40,13 @@ func (s *stream) readLine() ([]byte, error) {
 	for {
 		chunk, err := s.in.ReadSlice('\n')
 		size += int64(len(chunk))
+		content := size
+		if err == nil {
+			content-- // the terminator is not content; a last line at EOF has none
+		}
 		switch {
 		case over:
-		case size > int64(s.maxFrame)+1: // +1: the terminator is not content
+		case content > int64(s.maxFrame):
 			over = true
 			if len(buf) < sniffPrefix {
 				buf = append(buf, chunk[:min(len(chunk), sniffPrefix-len(buf))]...)

@@ -1,0 +1,99 @@
+package cleanup
+
+// What cleanup leaves behind: which sandboxes are gone, which stay, and
+// when a deletion counts as done. Written for bugs of the fresh sample of
+// hand-planted bugs in docs/testing.md that no test caught.
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/daytona"
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
+)
+
+// DeleteAndWait by name returns only once the sandbox is gone: Daytona
+// renames a sandbox it starts destroying, so the old name answers 404 at
+// once; the wait must follow the id from the delete answer. (Planted: the
+// wait on the name instead of the id.)
+func TestDeleteAndWaitByNameWaitsForTheRealDeletion(t *testing.T) {
+	env := testenv.New(t, testenv.WithServer(daytonatest.WithTransitionDelay(300*time.Millisecond)))
+	sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	require.NotEqual(t, sb.ID, sb.Name)
+	require.NoError(t, DeleteAndWait(context.Background(), env.Client.Sandboxes, sb.Name))
+	require.False(t, alive(t, env, sb.ID), "returned before Daytona completed the deletion")
+	require.Equal(t, 1, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
+}
+
+// An envelope with no labels cannot be journaled by the host.
+func TestEnvelopeWithoutLabelsIsInvalid(t *testing.T) {
+	e := envelope("a1")
+	e.Labels = map[string]string{}
+	require.Error(t, e.Validate())
+	e.Labels = nil
+	require.Error(t, e.Validate())
+}
+
+// otherOnGet answers a Get of one id with another sandbox's record, as a
+// lookup that resolved to the wrong sandbox would.
+type otherOnGet struct {
+	SandboxAPI
+	id    string
+	other *daytona.Sandbox
+}
+
+func (o otherOnGet) Get(ctx context.Context, id string) (*daytona.Sandbox, *daytona.Response, error) {
+	if id == o.id {
+		return o.other, nil, nil
+	}
+	return o.SandboxAPI.Get(ctx, id)
+}
+
+// The re-read before a sweep's delete must return the very sandbox that
+// was listed: a record of another sandbox, even one the filter matches,
+// is refused and neither sandbox is deleted. (Planted: the id comparison
+// dropped.)
+func TestDeleteOrphansRefusesARereadOfAnotherSandbox(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	a := ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	b := ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	api := otherOnGet{SandboxAPI: env.Client.Sandboxes, id: a.ID, other: b}
+	f := SweepFilter{RunID: "run-1"}
+	res := DeleteOrphans(ctx, api, []daytona.Sandbox{*a}, f, 1, nil)
+	require.Len(t, res, 1)
+	require.ErrorIs(t, res[0].Err, ErrOwnership)
+	require.True(t, alive(t, env, a.ID))
+	require.True(t, alive(t, env, b.ID))
+	require.Zero(t, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
+}
+
+// The envelope pre-check refuses, before any provider call, an envelope
+// whose providerLeaseId is not the creation name of its attempt, or whose
+// account is another one: nothing is looked up, nothing deleted. (Planted:
+// the name check dropped from the pre-check.)
+func TestEnvelopePreCheckMakesNoProviderCall(t *testing.T) {
+	te := testenv.New(t)
+	ctx := context.Background()
+	env := envelope("77777777-7777-4777-8777-777777777777")
+	sb := create(t, te, env)
+	for name, e := range map[string]Envelope{
+		"another attempt's name": func() Envelope { x := env.Clone(); x.ProviderLeaseID = CreationName("other"); return x }(),
+		"another account":        env.Clone(),
+		"no attempt":             func() Envelope { x := env.Clone(); x.AttemptID = ""; return x }(),
+	} {
+		account := fp
+		if name == "another account" {
+			account = strings.Repeat("e", 64)
+		}
+		before := len(te.Server.Requests())
+		require.ErrorIs(t, DestroyFailedCreation(ctx, te.Client.Sandboxes, account, &e, Options{}), ErrOwnership, name)
+		require.Len(t, te.Server.Requests(), before, "%s: no provider call", name)
+	}
+	require.True(t, alive(t, te, sb.ID))
+}

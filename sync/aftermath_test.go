@@ -1,0 +1,181 @@
+package sync
+
+// What a sync leaves behind at its limits: the host reserve, the archive
+// total on the streamed export, and the omitted links an operation lists.
+// Written for bugs of the fresh sample of hand-planted bugs in
+// docs/testing.md that no test caught.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A host write may leave exactly the reserve free; one byte more is
+// refused. (Planted: <= for < on the reserve.)
+func TestHostReserveAtTheLimit(t *testing.T) {
+	t.Parallel()
+	o := Options{HostReserve: 100, HostFreeSpace: func(string) (int64, error) { return 1000, nil }}
+	check := o.reserveCheck(t.TempDir())
+	require.NoError(t, check(900), "leaves exactly the reserve")
+	require.ErrorIs(t, check(901), ErrHostSpace)
+	require.NoError(t, check(0))
+	require.Nil(t, Options{HostReserve: -1}.reserveCheck(t.TempDir()), "a negative reserve: none")
+	require.Equal(t, DefaultHostReserve, Options{}.hostReserve())
+}
+
+// On the streamed (disk-full) export the archive total is the smaller of
+// the configured MaxTotal and the sandbox's disk allocation: a MaxTotal
+// below the allocation still holds. (Planted: the comparison flipped, so
+// the allocation replaced a smaller MaxTotal.)
+func TestStreamedExportKeepsTheSmallerTotal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src := filepath.Join(e.root, "w")
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "f"), randomBytes(t, 80<<10), 0o644))
+	e.fillSandbox(t, 8<<10) // the export streams through the terminal
+	e.t.DiskAllocation = 100 << 10
+	host := t.TempDir()
+	_, err := e.syncOut(t, Options{HostReserve: -1, Limits: Limits{MaxTotal: 50 << 10}}, dirMapping(src, filepath.Join(host, "w")))
+	var ae *ArchiveError
+	require.True(t, errors.As(err, &ae), "want the total refused, got %v", err)
+	assert.Equal(t, reasonTotal, ae.Reason)
+	assert.NoDirExists(t, filepath.Join(host, "w"))
+	e.noScratchLeft(t, host)
+
+	// At the configured total the same export passes.
+	_, err = e.syncOut(t, Options{HostReserve: -1, Limits: Limits{MaxTotal: 80 << 10}}, dirMapping(src, filepath.Join(host, "w")))
+	require.NoError(t, err)
+	assert.Len(t, readFile(t, filepath.Join(host, "w", "f")), 80<<10)
+}
+
+// An operation lists at most MaxOmittedListed omitted links across all of
+// its mappings, and counts every one: a list that reaches the limit
+// exactly on a later mapping is full, one more is counted, not listed.
+// (Planted: the room test off by one.)
+func TestOmittedLinksListedUpToTheLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	links := func(dir string, n int) {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "ln -s /etc/passwd l%02d && ", i)
+		}
+		b.WriteString("true")
+		writeFile(t, filepath.Join(dir, "ok.txt"), "ok", 0o644)
+		e.sh(t, dir, b.String())
+	}
+	a, b := filepath.Join(e.root, "a"), filepath.Join(e.root, "b")
+	links(a, MaxOmittedListed-1)
+	links(b, 2)
+	host := t.TempDir()
+	res, err := e.syncOut(t, Options{}, dirMapping(a, filepath.Join(host, "a")), dirMapping(b, filepath.Join(host, "b")))
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.EqualValues(t, MaxOmittedListed+1, res[0].OmittedUnsafeLinkCount, "every omitted link counted")
+	require.Len(t, res[0].OmittedUnsafeLinks, MaxOmittedListed, "listed up to the limit, across mappings")
+	assert.Equal(t, b+"/l00", res[0].OmittedUnsafeLinks[MaxOmittedListed-1], "the last listed is the later mapping's first")
+}
+
+// dirOf is the parent of a sandbox path; a file directly under / has /.
+// (Planted: i >= 0 for i > 0, which gave "" for /f.)
+func TestDirOf(t *testing.T) {
+	t.Parallel()
+	for p, want := range map[string]string{"/f": "/", "/a/f": "/a", "/a/b/f": "/a/b", "f": "/", "": "/"} {
+		assert.Equal(t, want, dirOf(p), p)
+	}
+}
+
+// newEnvWithExitingTar is an env whose sandbox tar is planted: writing to
+// a sandbox file it reports a full disk, so the export streams through the
+// terminal; writing to stdout it sends a valid archive of one file and then
+// exits with rc.
+func newEnvWithExitingTar(t *testing.T, rc int) (e *env, src string) {
+	t.Helper()
+	bin := t.TempDir()
+	planted := filepath.Join(bin, "planted.tar")
+	require.NoError(t, os.WriteFile(planted, buildTar(t, member{name: "f", typ: '0', body: "payload"}), 0o644))
+	script := fmt.Sprintf("#!/bin/bash\nout=-\nwhile [ $# -gt 0 ]; do case \"$1\" in -f) out=$2; shift;; esac; shift; done\n"+
+		"if [ \"$out\" != - ]; then echo 'tar: write error: No space left on device' >&2; exit 2; fi\ncat %s\nexit %d\n", planted, rc)
+	writeFile(t, filepath.Join(bin, "tar"), script, 0o755)
+	e = newEnvWith(t, map[string]string{"PATH": bin + ":" + os.Getenv("PATH")})
+	// The terminal is a login shell, whose profile resets PATH.
+	writeFile(t, filepath.Join(e.info.HomeDir, ".bash_profile"), "PATH="+bin+":$PATH\n", 0o644)
+	src = filepath.Join(e.root, "ws")
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	return e, src
+}
+
+// On the streamed export tar's exit 1 ("some files changed") is a warning
+// and the archive is published; 2 and above is a failure and nothing is.
+// (Planted: rc > 2 for rc > 1.)
+func TestStreamedExportTarExitCodes(t *testing.T) {
+	t.Parallel()
+	for _, rc := range []int{0, 1, 2, 3} {
+		t.Run(fmt.Sprint(rc), func(t *testing.T) {
+			t.Parallel()
+			e, src := newEnvWithExitingTar(t, rc)
+			host := t.TempDir()
+			dst := filepath.Join(host, "out")
+			_, err := e.syncOut(t, Options{HostReserve: -1}, dirMapping(src, dst))
+			assert.Positive(t, e.srv.CountRequests("POST", "/process/pty"), "streamed through the terminal")
+			if rc <= 1 {
+				require.NoError(t, err)
+				assert.Equal(t, "payload", readFile(t, filepath.Join(dst, "f")))
+				return
+			}
+			var ce *SandboxCommandError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, rc, ce.Exit)
+			assert.NoDirExists(t, dst, "nothing published")
+			e.noScratchLeft(t, host)
+		})
+	}
+}
+
+// The looping path of a followed export is taken from find's report:
+// a quoted name relative to the source, the quotes of the shortest
+// quoted name (”) included; anything else as printed. (Planted: > 2 for
+// >= 2 on the quoted name's length.)
+func TestLoopErrorNamesThePath(t *testing.T) {
+	t.Parallel()
+	const src = "/w/src"
+	for out, want := range map[string]string{
+		"find: " + loopMarker + "; 'a/b' is part of the same file system loop as '.'.": "/w/src/a/b",
+		"find: " + loopMarker + "; '' is part of the same file system loop as '.'.":    "/w/src",
+		"find: " + loopMarker + "; 'x is part of the loop":                             "'x",
+		"no marker": "no marker",
+		"":          "/w/src",
+	} {
+		var ae *ArchiveError
+		require.ErrorAs(t, loopError(src, out), &ae, out)
+		assert.Equal(t, want, ae.Name, out)
+	}
+}
+
+// A target without RunCommand can still sync an operation that has no
+// post-upload commands; only one that has them is refused, before any
+// transfer. (Planted: the command count dropped from the check.)
+func TestRunCommandNeededOnlyForPostUploadCommands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.t.RunCommand = nil
+	src := filepath.Join(t.TempDir(), "src")
+	writeFile(t, filepath.Join(src, "a.txt"), "a", 0o644)
+	res, err := e.syncIn(t, Options{}, dirMapping(src, e.root+"/in"))
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, res[0].FilesTransferred)
+	assert.Equal(t, "a", readFile(t, filepath.Join(e.root, "in", "a.txt")))
+
+	_, err = SyncIn(t.Context(), e.t, []Operation{{ID: "c", Files: []Mapping{dirMapping(src, e.root+"/in2")},
+		PostUploadCommands: []Command{{Command: "true"}}}}, Options{})
+	require.ErrorIs(t, err, ErrInvalidOperation)
+	assert.NoDirExists(t, filepath.Join(e.root, "in2"), "refused before any transfer")
+}
