@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	stdsync "sync"
 	"syscall"
 	"testing"
 	"time"
@@ -48,14 +49,24 @@ func TestDeltaSyncInEquivalence(t *testing.T) {
 	}
 	t.Logf("DELTA_EQUIV_SEED=%d DELTA_EQUIV_CASES=%d", seed, cases)
 	e := newEnv(t)
+	var mu stdsync.Mutex
 	ways := map[string]int{}
-	for i := range cases {
-		way := equivCase(t, e, seed+uint64(i), i)
-		ways[way]++
-		if t.Failed() {
-			t.Fatalf("case %d failed: replay with DELTA_EQUIV_SEED=%d DELTA_EQUIV_CASES=1", i, seed+uint64(i))
+	// Cases run four at a time, each under a root of its own (scratch
+	// names included), against one emulated sandbox.
+	t.Run("cases", func(t *testing.T) {
+		for i := range cases {
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				t.Parallel()
+				way := equivCase(t, e, seed+uint64(i), i)
+				if t.Failed() {
+					t.Errorf("replay with DELTA_EQUIV_SEED=%d DELTA_EQUIV_CASES=1", seed+uint64(i))
+				}
+				mu.Lock()
+				ways[way]++
+				mu.Unlock()
+			})
 		}
-	}
+	})
 	t.Logf("ways: %v", ways)
 	// The test is only worth its time if most cases took the delta path.
 	require.Greater(t, ways[WayDelta]*2, cases, "cases that went the delta way: %v", ways)
@@ -66,14 +77,21 @@ func TestDeltaSyncInEquivalence(t *testing.T) {
 func equivCase(t *testing.T, e *env, seed uint64, i int) string {
 	g := &treeGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), base: time.Now().Add(-48 * time.Hour).Truncate(time.Second)}
 	host := filepath.Join(t.TempDir(), "host")
-	full, delta := fmt.Sprintf("%s/eq%d/full", e.hostRoot, i), fmt.Sprintf("%s/eq%d/delta", e.hostRoot, i)
+	caseRoot := fmt.Sprintf("%s/eq%d", e.hostRoot, i)
+	full, delta := caseRoot+"/full", caseRoot+"/delta"
 	defer func() {
-		for _, d := range []string{host, filepath.Dir(full)} {
+		for _, d := range []string{host, caseRoot} {
 			makeRemovable(d)
 			_ = os.RemoveAll(d)
 		}
 	}()
 	require.NoError(t, os.MkdirAll(host, 0o755))
+	require.NoError(t, os.MkdirAll(caseRoot, 0o755))
+	tg := e.t
+	tg.Root = fmt.Sprintf("%s/eq%d", e.root, i)
+	syncIn := func(o Options, m Mapping) ([]OperationResult, error) {
+		return SyncIn(t.Context(), tg, []Operation{{ID: "i", Files: []Mapping{m}}}, o)
+	}
 	g.fill(host, 0)
 	m := g.mapping(host, full)
 
@@ -85,7 +103,7 @@ func equivCase(t *testing.T, e *env, seed uint64, i int) string {
 		require.NoError(t, os.MkdirAll(full, 0o755))
 		g.fill(full, 0)
 	default:
-		_, _ = e.syncIn(t, Options{Delta: DeltaOff}, m) // may fail (a symlink loop, say): the state is what it is
+		_, _ = syncIn(Options{Delta: DeltaOff}, m) // may fail (a symlink loop, say): the state is what it is
 	}
 	if _, err := os.Lstat(full); err == nil {
 		for range g.r.IntN(5) {
@@ -107,16 +125,20 @@ func equivCase(t *testing.T, e *env, seed uint64, i int) string {
 		before = fmt.Sprint(snapshotExact(t, full))
 	}
 
-	_, errFull := e.syncIn(t, Options{Delta: DeltaOff}, m)
+	_, errFull := syncIn(Options{Delta: DeltaOff}, m)
 	md := m
 	md.TargetPath = strings.TrimSuffix(md.TargetPath, "/full") + "/delta"
-	res, errDelta := e.syncIn(t, Options{deltaAnySize: g.r.IntN(8) != 0}, md)
+	res, errDelta := syncIn(Options{deltaAnySize: g.r.IntN(8) != 0}, md)
 	require.Equal(t, errFull == nil, errDelta == nil, "seed %d: full sync error %v, delta sync error %v", seed, errFull, errDelta)
 	got, want := snapshotExact(t, delta), snapshotExact(t, full)
 	if !equalSnapshots(t, want, got) {
 		t.Logf("seed %d mapping %+v\nbefore: %v", seed, m, before)
 	}
-	e.noScratchLeft(t)
+	ents, err := os.ReadDir(caseRoot)
+	require.NoError(t, err)
+	for _, en := range ents {
+		require.Contains(t, []string{"full", "delta"}, en.Name(), "left in the sync root")
+	}
 	if errDelta != nil {
 		return "error"
 	}
