@@ -3,11 +3,7 @@ package sync
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"strings"
 
@@ -152,8 +148,9 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 	}
 	readOnly := m.Mode != nil && *m.Mode&0o222 == 0
 	keep := map[string]bool{}
-	var members, unchanged int64
+	var members int64
 	var bytesAll, bytesSent int64
+	var pending []hashJob // unchanged by the cheap fields: the hashes decide
 	p.visit = func(h *tar.Header, abs string) error {
 		name := strings.TrimSuffix(h.Name, "/")
 		members++
@@ -166,20 +163,26 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 			// whole archive is sure to end where the full sync would.
 			return deltaRefused("a sandbox symlink stands where the host has a directory")
 		}
-		same, err := sameEntry(h, abs, e, l, o, readOnly)
-		if err != nil {
-			return err
+		switch sameEntry(h, e, l, o, readOnly) {
+		case verdictSame:
+		case verdictHash:
+			pending = append(pending, hashJob{name: name, abs: abs, size: h.Size, want: e.hash})
+		default:
+			keep[name] = true
+			bytesSent += h.Size
 		}
-		if same {
-			unchanged++
-			return nil
-		}
-		keep[name] = true
-		bytesSent += h.Size
 		return nil
 	}
 	if err := p.dir(m.SourcePath, ""); err != nil {
 		return nil, 0, err
+	}
+	differ, err := hashAll(ctx, pending)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, j := range differ {
+		keep[j.name] = true
+		bytesSent += j.size
 	}
 	// Writing an entry changes its directory's mtime; the full archive
 	// would restore it afterwards (--delay-directory-restore), so the
@@ -191,10 +194,7 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 		}
 	}
 	for _, dir := range parents {
-		if !keep[dir] {
-			keep[dir] = true
-			unchanged--
-		}
+		keep[dir] = true
 	}
 	if len(keep) > 0 && !o.deltaAnySize && (int64(len(keep))*2 > members || bytesSent*2 > bytesAll) {
 		return nil, 0, deltaRefused("more than half of the tree changed")
@@ -203,45 +203,53 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 	if root := l.entries[""]; m.Mode != nil && (root == nil || root.mode != *m.Mode&0o7777) {
 		plan.chmodRoot = true
 	}
-	return plan, unchanged, nil
+	return plan, members - int64(len(keep)), nil
 }
 
-// sameEntry reports whether the sandbox entry e already is what extracting
-// the member h (host path abs) leaves behind, so the member can be left
-// out: same type, mode, mtime to the second (tar never writes a fraction),
-// owner, and for a regular file size, a single link (extraction would cut
-// a hard link) and content; for a symlink the same target.
-func sameEntry(h *tar.Header, abs string, e *sbEntry, l *listing, o Options, readOnly bool) (bool, error) {
+// Verdicts of sameEntry.
+const (
+	verdictDiffers = iota
+	verdictSame
+	verdictHash // the cheap fields agree; the content hash decides
+)
+
+// sameEntry decides whether the sandbox entry e already is what extracting
+// the member h leaves behind, so the member can be left out: same type,
+// mode, mtime to the second (tar never writes a fraction), owner, and for
+// a regular file size, a single link (extraction would cut a hard link)
+// and content; for a symlink the same target.
+func sameEntry(h *tar.Header, e *sbEntry, l *listing, o Options, readOnly bool) int {
 	if e == nil || e.mtimeSub || e.mtime != h.ModTime.Unix() || e.uid != l.uid || e.gid != l.gid {
-		return false, nil
+		return verdictDiffers
+	}
+	same := func(ok bool) int {
+		if ok {
+			return verdictSame
+		}
+		return verdictDiffers
 	}
 	switch h.Typeflag {
 	case tar.TypeSymlink:
-		return e.typ == 'l' && e.link == h.Linkname, nil
+		return same(e.typ == 'l' && e.link == h.Linkname)
 	case tar.TypeDir:
-		return e.typ == 'd' && e.mode == l.extractMode(h.Mode), nil
+		return same(e.typ == 'd' && e.mode == l.extractMode(h.Mode))
 	case tar.TypeReg:
 	default:
-		return false, nil
+		return verdictDiffers
 	}
 	want := l.extractMode(h.Mode)
 	if !readOnly && h.Size >= directMinSize {
 		want = uint32(h.Mode) & 0o7777 // placed by chmod, not by tar
 	}
-	if e.typ != 'f' || e.mode != want || e.size != h.Size || e.nlink != 1 {
-		return false, nil
+	switch {
+	case e.typ != 'f' || e.mode != want || e.size != h.Size || e.nlink != 1:
+		return verdictDiffers
+	case o.Delta == DeltaQuick:
+		return verdictSame
+	case e.hash == "":
+		return verdictDiffers // unreadable in the sandbox, say
 	}
-	if o.Delta == DeltaQuick {
-		return true, nil
-	}
-	if e.hash == "" {
-		return false, nil
-	}
-	sum, err := hashFile(abs, h.Size)
-	if err != nil {
-		return false, err
-	}
-	return sum == e.hash, nil
+	return verdictHash
 }
 
 // extractMode is the mode the sandbox's tar gives a member: the archive's
@@ -253,25 +261,6 @@ func (l *listing) extractMode(mode int64) uint32 {
 		m &^= l.umask
 	}
 	return m
-}
-
-// hashFile is the sha256 of the first size bytes of a host file, what
-// pack would send of it.
-func hashFile(abs string, size int64) (string, error) {
-	f, err := os.Open(abs)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, size))
-	if err != nil {
-		return "", err
-	}
-	if n != size {
-		return "", deltaRefused("a host file shrank while it was compared")
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // finishEmptyDelta ends a delta that sends nothing: only a mapping mode the
