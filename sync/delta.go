@@ -276,4 +276,3 @@ func (t Target) finishEmptyDelta(ctx context.Context, m Mapping, target string, 
 	fmt.Fprintf(b, "t=$(mkconf %s) || exit $?\nchmod %o \"$t\" || exit 50\n", shell.Quote(target), *m.Mode&0o7777)
 	return t.runPhase(tctx, "extractTarball", "Daytona syncIn extract command", b.String(), o)
 }
-
