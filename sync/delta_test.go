@@ -3,6 +3,7 @@ package sync
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -208,4 +209,34 @@ func TestDeltaSyncInFractionalMtimeIsAChange(t *testing.T) {
 	fi2, err := os.Stat(p)
 	require.NoError(t, err)
 	assert.Equal(t, fi.ModTime(), fi2.ModTime())
+}
+
+// TestDeltaSyncInDiskFullLeavesTargetUntouched: on the delta path too, an
+// extraction that runs out of sandbox disk leaves the target as it was.
+func TestDeltaSyncInDiskFullLeavesTargetUntouched(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	target := filepath.Join(e.root, "tree")
+	m := dirMapping(host, target)
+	for i := range 10 {
+		writeFile(t, filepath.Join(host, "f"+strconv.Itoa(i)), "old", 0o644)
+	}
+	_, err := e.syncIn(t, Options{}, m)
+	require.NoError(t, err)
+	for _, n := range []string{"f0", "f1"} {
+		writeFile(t, filepath.Join(host, n), "new "+n+strings.Repeat("z", 8000), 0o644)
+	}
+	used, err := e.srv.DiskUsage(e.sb.ID)
+	require.NoError(t, err)
+	// Room for the uploaded archive (about 19 KB, with the upload's own
+	// temporary copy) but not for its files once extracted next to it.
+	require.NoError(t, e.srv.SetDiskAllocation(e.sb.ID, used+28000))
+	res, err := e.syncIn(t, Options{}, m)
+	require.ErrorContains(t, err, "Daytona syncIn extract command failed", "the extraction, not the upload, ran out of disk")
+	assert.Empty(t, res)
+	for _, n := range []string{"f0", "f1"} {
+		assert.Equal(t, "old", readFile(t, filepath.Join(target, n)), "untouched")
+	}
+	assert.Empty(t, e.scratchLeft(t), "every reserved name swept")
 }
