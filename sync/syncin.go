@@ -125,6 +125,14 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 // scratch removed on every path.
 func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, _ []string, err error) {
 	target, _ := confine(t.Root, m.TargetPath)
+	// A delta sync (delta.go) lists the target first and sends only the
+	// members that differ; a nil plan sends the whole tree. The listing
+	// has its own round-trip limit, before the transfer's starts.
+	plan, listed := t.planDelta(ctx, m, target, o)
+	if plan != nil && len(plan.keep) == 0 {
+		return 0, 0, nil, t.finishEmptyDelta(ctx, m, target, plan, o)
+	}
+	keep := plan.keepFn()
 	scratch := scratchName(t.Root, ".tar")
 	defer func() {
 		if err != nil {
@@ -140,13 +148,6 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	// A read-only mapping keeps every file in the archive: the compare
 	// step below needs the whole tree in one place.
 	readOnly := m.Mode != nil && *m.Mode&0o222 == 0
-	// A delta sync (delta.go) lists the target first and sends only the
-	// members that differ; a nil plan sends the whole tree.
-	plan, listed := t.planDelta(ctx, m, target, o)
-	if plan != nil && len(plan.keep) == 0 {
-		return 0, 0, nil, t.finishEmptyDelta(ctx, m, target, plan, o)
-	}
-	keep := plan.keepFn()
 	direct := map[string]directFile{}
 	if !readOnly {
 		if direct, err = planDirect(tctx, m.SourcePath, m.Exclude, m.FollowSymlinks, keep); err != nil {
