@@ -240,3 +240,22 @@ func TestDeltaSyncInDiskFullLeavesTargetUntouched(t *testing.T) {
 	}
 	assert.Empty(t, e.scratchLeft(t), "every reserved name swept")
 }
+
+// TestDeltaSyncInFirstSyncCostsOneRoundTripMore: into a target that does
+// not exist, or exists empty, the delta sync adds its listing and nothing
+// else to today's requests.
+func TestDeltaSyncInFirstSyncCostsOneRoundTripMore(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := deltaTree(t)
+	requests := func(o Options, target string) int {
+		e.srv.ResetRequests()
+		_, err := e.syncIn(t, o, dirMapping(host, target))
+		require.NoError(t, err)
+		return e.srv.CountRequests("", "")
+	}
+	today := requests(Options{Delta: DeltaOff}, e.root+"/off")
+	assert.Equal(t, today+1, requests(Options{}, e.root+"/absent"))
+	require.NoError(t, os.Mkdir(filepath.Join(e.hostRoot, "empty"), 0o755))
+	assert.Equal(t, today+1, requests(Options{}, e.root+"/empty"))
+}
