@@ -109,9 +109,31 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, dir syncDirection
 			res.Metadata = map[string]any{"omittedUnsafeLinks": map[string]any{
 				"count": r.OmittedUnsafeLinkCount, "paths": r.OmittedUnsafeLinks}}
 		}
+		if len(r.Directories) > 0 {
+			// Which way each inbound directory mapping went (only what
+			// differed, or the whole tree) and why (docs/sync.md#delta).
+			if res.Metadata == nil {
+				res.Metadata = map[string]any{}
+			}
+			res.Metadata["directorySync"] = directorySync(r.Directories)
+		}
 		out.Operations = append(out.Operations, res)
 	}
 	return out, nil
+}
+
+// directorySync is the metadata.directorySync list of an operation.
+func directorySync(reps []filesync.DirReport) []map[string]any {
+	out := make([]map[string]any, len(reps))
+	for i, r := range reps {
+		d := map[string]any{"targetPath": r.TargetPath, "way": r.Way,
+			"listedEntries": r.Listed, "unchangedEntries": r.Unchanged}
+		if r.Reason != "" {
+			d["reason"] = r.Reason
+		}
+		out[i] = d
+	}
+	return out
 }
 
 // nulField names the first field of a file mapping that holds a NUL byte

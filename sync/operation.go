@@ -98,6 +98,7 @@ func (t Target) applyOps(ctx context.Context, ops []Operation, o Options, d dire
 				return results, fail(err)
 			}
 			add(n, b)
+			res.Directories = append(res.Directories, o.takeReports()...)
 			res.OmittedUnsafeLinkCount += int64(len(omitted))
 			if room := MaxOmittedListed - len(res.OmittedUnsafeLinks); room > 0 {
 				res.OmittedUnsafeLinks = append(res.OmittedUnsafeLinks, omitted[:min(room, len(omitted))]...)

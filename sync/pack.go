@@ -32,6 +32,13 @@ type packer struct {
 	// collects the files of at least directMin bytes into it.
 	direct    map[string]directFile
 	directMin int64
+	// keep, when set, limits the members written (or planned) to those it
+	// accepts; directories it refuses are still walked. A delta sync sets
+	// it to the members that differ in the sandbox (delta.go).
+	keep func(name string) bool
+	// visit, when set on a walk-only packer, sees every member's header
+	// and host path (the delta's comparison).
+	visit func(h *tar.Header, abs string) error
 }
 
 // directFile is a large regular file uploaded straight to a scratch name
@@ -51,12 +58,12 @@ type directFile struct {
 const directMinSize = 4 << 20
 
 // planDirect walks src like pack and returns the files that go direct.
-func planDirect(ctx context.Context, src string, excludes []string, follow bool) (map[string]directFile, error) {
+func planDirect(ctx context.Context, src string, excludes []string, follow bool, keep func(string) bool) (map[string]directFile, error) {
 	p, err := newPacker(ctx, src, excludes, follow)
 	if err != nil {
 		return nil, err
 	}
-	p.direct, p.directMin = map[string]directFile{}, directMinSize
+	p.direct, p.directMin, p.keep = map[string]directFile{}, directMinSize, keep
 	if err := p.dir(src, ""); err != nil {
 		return nil, err
 	}
@@ -110,12 +117,12 @@ func excluded(rel string, patterns []string) bool {
 
 // pack streams src into w and returns the number of non-directory entries.
 // Files named in direct are left out (they travel separately).
-func pack(ctx context.Context, w io.Writer, src string, excludes []string, follow bool, direct map[string]directFile) (int64, error) {
+func pack(ctx context.Context, w io.Writer, src string, excludes []string, follow bool, direct map[string]directFile, keep func(string) bool) (int64, error) {
 	p, err := newPacker(ctx, src, excludes, follow)
 	if err != nil {
 		return 0, err
 	}
-	p.tw, p.buf, p.direct = tar.NewWriter(w), make([]byte, 64<<10), direct
+	p.tw, p.buf, p.direct, p.keep = tar.NewWriter(w), make([]byte, 64<<10), direct, keep
 	if err := p.dir(src, ""); err != nil {
 		return p.files, err
 	}
@@ -176,6 +183,9 @@ func (p *packer) entry(abs, name string) error {
 			}
 			h := p.header(fi, name)
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, target, 0o777
+			if skip, err := p.skip(h, abs); skip || err != nil {
+				return err
+			}
 			p.files++
 			if p.tw == nil {
 				return nil
@@ -193,16 +203,25 @@ func (p *packer) entry(abs, name string) error {
 		}
 		h := p.header(fi, name+"/")
 		h.Typeflag = tar.TypeDir
-		if p.tw != nil {
+		skip, err := p.skip(h, abs)
+		if err != nil {
+			return err
+		}
+		if p.tw != nil && !skip {
 			if err := p.tw.WriteHeader(h); err != nil {
 				return err
 			}
 		}
 		p.stack = append(p.stack, id)
-		err := p.dir(abs, name)
+		err = p.dir(abs, name)
 		p.stack = p.stack[:len(p.stack)-1]
 		return err
 	case fi.Mode().IsRegular():
+		h := p.header(fi, name)
+		h.Typeflag, h.Size = tar.TypeReg, fi.Size()
+		if skip, err := p.skip(h, abs); skip || err != nil {
+			return err
+		}
 		if p.tw == nil { // planning
 			if p.directMin > 0 && fi.Size() >= p.directMin {
 				p.direct[name] = directFile{abs: abs, name: name, mode: fi.Mode().Perm(),
@@ -219,8 +238,6 @@ func (p *packer) entry(abs, name string) error {
 			return err
 		}
 		defer f.Close()
-		h := p.header(fi, name)
-		h.Typeflag, h.Size = tar.TypeReg, fi.Size()
 		if err := p.tw.WriteHeader(h); err != nil {
 			return err
 		}
@@ -235,6 +252,16 @@ func (p *packer) entry(abs, name string) error {
 		// Sockets, devices and FIFOs have no content to sync.
 		return nil
 	}
+}
+
+// skip reports whether the member h (host path abs) is left out: a
+// visiting walk sees every member and writes none; otherwise keep decides.
+// Names are the tar names without a directory's trailing slash.
+func (p *packer) skip(h *tar.Header, abs string) (bool, error) {
+	if p.visit != nil {
+		return true, p.visit(h, abs)
+	}
+	return p.keep != nil && !p.keep(strings.TrimSuffix(h.Name, "/")), nil
 }
 
 // counter counts the bytes that pass through a Read or a Write.

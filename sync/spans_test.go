@@ -52,12 +52,26 @@ func TestSyncSpans(t *testing.T) {
 		transferAttrs(t, rec, "inbound", 0)
 	})
 	t.Run("inbound directory", func(t *testing.T) {
-		ctx, rec := spantest.New(t.Context())
-		_, err := SyncIn(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{dirMapping(filepath.Join(host, "d"), e.root+"/d")}}}, Options{})
-		require.NoError(t, err)
+		dirIn := func(o Options) *spantest.Recorder {
+			ctx, rec := spantest.New(t.Context())
+			_, err := SyncIn(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{dirMapping(filepath.Join(host, "d"), e.root+"/d")}}}, o)
+			require.NoError(t, err)
+			return rec
+		}
+		// The delta sync off: today's spans, no round trip before the upload.
+		rec := dirIn(Options{Delta: DeltaOff})
 		assert.Equal(t, []string{"pack", "transfer", "extractTarball"}, rec.Names())
 		transferAttrs(t, rec, "inbound", 0)
 		assert.IsType(t, int64(0), rec.Records()[0].Attributes[span.AttrPackWallMs])
+		// A delta sync with a changed file: the listing (the one round trip
+		// before the upload) and the comparison come first.
+		writeFile(t, filepath.Join(host, "d", "b.txt"), "b", 0o644)
+		rec = dirIn(Options{})
+		assert.Equal(t, []string{"list", "compare", "pack", "transfer", "extractTarball"}, rec.Names())
+		transferAttrs(t, rec, "inbound", 1)
+		// Nothing changed: nothing is packed or sent.
+		rec = dirIn(Options{})
+		assert.Equal(t, []string{"list", "compare"}, rec.Names())
 	})
 	t.Run("outbound file", func(t *testing.T) {
 		ctx, rec := spantest.New(t.Context())

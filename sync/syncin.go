@@ -125,6 +125,14 @@ func (t Target) uploadFiles(ctx context.Context, ms []Mapping, o Options) (files
 // scratch removed on every path.
 func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, _ []string, err error) {
 	target, _ := confine(t.Root, m.TargetPath)
+	// A delta sync (delta.go) lists the target first and sends only the
+	// members that differ; a nil plan sends the whole tree. The listing
+	// has its own round-trip limit, before the transfer's starts.
+	plan, listed := t.planDelta(ctx, m, target, o)
+	if plan != nil && len(plan.keep) == 0 {
+		return 0, 0, nil, t.finishEmptyDelta(ctx, m, target, plan, o)
+	}
+	keep := plan.keepFn()
 	scratch := scratchName(t.Root, ".tar")
 	defer func() {
 		if err != nil {
@@ -142,7 +150,7 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	readOnly := m.Mode != nil && *m.Mode&0o222 == 0
 	direct := map[string]directFile{}
 	if !readOnly {
-		if direct, err = planDirect(tctx, m.SourcePath, m.Exclude, m.FollowSymlinks); err != nil {
+		if direct, err = planDirect(tctx, m.SourcePath, m.Exclude, m.FollowSymlinks, keep); err != nil {
 			return 0, 0, nil, fmt.Errorf("Daytona syncIn pack failed%s: %w", forPath(m.SourcePath), clipPaths(err))
 		}
 	}
@@ -180,7 +188,7 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	// open together and pack ends first.
 	packSpan := span.Start(tctx, "pack")
 	go func() {
-		n, err := pack(tctx, cw, m.SourcePath, m.Exclude, m.FollowSymlinks, direct)
+		n, err := pack(tctx, cw, m.SourcePath, m.Exclude, m.FollowSymlinks, direct, keep)
 		// Ended before the pipe closes, so before the upload can finish.
 		packSpan.SetAttr(span.AttrPackWallMs, packSpan.WallMs())
 		packSpan.End(err)
@@ -191,7 +199,11 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	for i := range names {
 		uploads = append(uploads, daytona.UploadFile{Path: directScratch[i], Content: counters[i]})
 	}
-	uerr := transfer(tctx, span.Inbound, 0, func() error {
+	guards := 0
+	if listed {
+		guards = 1 // the listing
+	}
+	uerr := transfer(tctx, span.Inbound, guards, func() error {
 		res, _, err := t.Client.Files.Upload(tctx, t.Sandbox, uploads)
 		if err == nil && len(res.Errors) > 0 {
 			err = fmt.Errorf("%s", clip(strings.Join(res.Errors, "; ")))

@@ -383,11 +383,21 @@ func TestSyncInReadOnlyDirectoryResyncs(t *testing.T) {
 		}
 	})
 	m := Mapping{SourcePath: host, TargetPath: target, Kind: KindDirectory, Mode: new(uint32(0o555))}
-	for i := range 2 {
-		res, err := e.syncIn(t, Options{}, m)
+	// The first sync sends the tree; the second, a delta sync, finds
+	// nothing changed and sends nothing; the third, with the delta sync
+	// off, goes through the compare-and-skip step.
+	for i, o := range []Options{{}, {}, {Delta: DeltaOff}} {
+		res, err := e.syncIn(t, o, m)
 		require.NoError(t, err, "sync %d", i+1)
 		require.Len(t, res, 1)
-		assert.EqualValues(t, 3, res[0].FilesTransferred, "sync %d", i+1)
+		require.Len(t, res[0].Directories, 1)
+		if i == 1 {
+			assert.EqualValues(t, 0, res[0].FilesTransferred, "sync %d", i+1)
+			assert.Equal(t, WayDelta, res[0].Directories[0].Way)
+		} else {
+			assert.EqualValues(t, 3, res[0].FilesTransferred, "sync %d", i+1)
+			assert.Equal(t, WayFull, res[0].Directories[0].Way)
+		}
 		fi, err := os.Stat(hostTarget)
 		require.NoError(t, err)
 		assert.Equal(t, fs.FileMode(0o555), fi.Mode().Perm(), "sync %d", i+1)
@@ -397,14 +407,17 @@ func TestSyncInReadOnlyDirectoryResyncs(t *testing.T) {
 	e.noScratchLeft(t, host)
 
 	// A changed file is not "identical": the sync fails loudly (the
-	// read-only target refuses the sandbox user's extraction).
+	// read-only target refuses the sandbox user's extraction), on the
+	// delta path as on the full one.
 	writeFile(t, filepath.Join(host, "a.txt"), "changed", 0o644)
-	_, err := e.syncIn(t, Options{}, m)
-	var se *SandboxCommandError
-	require.ErrorAs(t, err, &se)
-	assert.Equal(t, 43, se.Exit)
-	assert.Contains(t, err.Error(), "Daytona syncIn extract command failed (exit 43)")
-	assert.Contains(t, err.Error(), "tar: a.txt: Cannot open")
-	assert.Equal(t, "a", readFile(t, filepath.Join(hostTarget, "a.txt")))
+	for _, o := range []Options{{Delta: DeltaOff}, {}} {
+		_, err := e.syncIn(t, o, m)
+		var se *SandboxCommandError
+		require.ErrorAs(t, err, &se)
+		assert.Equal(t, 43, se.Exit)
+		assert.Contains(t, err.Error(), "Daytona syncIn extract command failed (exit 43)")
+		assert.Contains(t, err.Error(), "tar: a.txt: Cannot open")
+		assert.Equal(t, "a", readFile(t, filepath.Join(hostTarget, "a.txt")))
+	}
 	e.noScratchLeft(t, host)
 }

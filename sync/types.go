@@ -59,6 +59,10 @@ type OperationResult struct {
 	// OmittedUnsafeLinks are the first MaxOmittedListed of them, as sandbox
 	// paths (the mapping's sourcePath joined with the member name).
 	OmittedUnsafeLinks []string
+	// Directories says, per inbound directory mapping in order, whether
+	// only what differed was sent or the whole tree, and why
+	// (docs/sync.md#delta). SyncOut leaves it empty.
+	Directories []DirReport
 }
 
 // MaxOmittedListed is how many omitted link paths an OperationResult lists;
@@ -121,8 +125,21 @@ type Options struct {
 	// through find -mmin.)
 	Now func() time.Time
 
+	// Delta chooses how SyncIn moves directory mappings: only what differs
+	// (the default, DeltaHash), by the quick check (DeltaQuick), or always
+	// the whole tree (DeltaOff). docs/sync.md#delta.
+	Delta DeltaMode
+	// MaxListEntries and MaxListBytes bound the sandbox listing of a delta
+	// sync; a larger listing falls back to the full transfer. 0 =
+	// DefaultMaxListEntries, DefaultMaxListBytes.
+	MaxListEntries int
+	MaxListBytes   int64
+
 	// call is per-call state, set by apply (nil when a step runs alone).
 	call *callState
+	// deltaAnySize lifts the "more than half changed" fallback, so the
+	// equivalence tests reach the delta path with small trees.
+	deltaAnySize bool
 }
 
 // callState is what one SyncIn/SyncOut call remembers across its steps:
@@ -131,6 +148,7 @@ type callState struct {
 	mu           stdsync.Mutex
 	sandboxSwept bool
 	hostSwept    map[string]bool
+	reports      []DirReport // inbound directory mappings, see Options.report
 }
 
 // DefaultStaleAfter is 25 hours: the provider bounds a whole sync call by

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -289,8 +290,9 @@ func (b *bufferWriter) Flush() {}
 // statusWriter records the status of a reply and keeps Hijack/Flush.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
-	hijack bool
+	status  int
+	hijack  bool
+	written atomic.Int64 // reply body bytes (Request.ReplyBytes)
 }
 
 func (sw *statusWriter) WriteHeader(code int) {
@@ -304,7 +306,9 @@ func (sw *statusWriter) Write(p []byte) (int, error) {
 	if sw.status == 0 {
 		sw.status = http.StatusOK
 	}
-	return sw.ResponseWriter.Write(p)
+	n, err := sw.ResponseWriter.Write(p)
+	sw.written.Add(int64(n))
+	return n, err
 }
 
 func (sw *statusWriter) Flush() {

@@ -3,6 +3,7 @@ package daytonatest
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -53,6 +54,12 @@ type Request struct {
 	NewConn bool
 	Fault   bool // a fault rule applied to this request
 	Done    bool // the handler has returned
+	// BodyBytes and ReplyBytes are the bytes of the request body the
+	// emulator read and of the reply body it wrote (headers, chunk framing
+	// and WebSocket frames not counted): what a benchmark counts as moved
+	// on the wire, independent of what the client reports. Final once Done.
+	BodyBytes  int64
+	ReplyBytes int64
 }
 
 // Requests returns a copy of the request log, in arrival order.
@@ -154,9 +161,10 @@ func (s *Server) setSandbox(rec *Request, sbID string) {
 	s.mu.Unlock()
 }
 
-func (s *Server) finishRequest(rec *Request, sw *statusWriter) {
+func (s *Server) finishRequest(rec *Request, sw *statusWriter, body *countedBody) {
 	s.mu.Lock()
 	rec.Done = true
+	rec.BodyBytes, rec.ReplyBytes = body.n.Load(), sw.written.Load()
 	if sw.status != 0 && !(sw.hijack && sw.status != http.StatusSwitchingProtocols) {
 		rec.Status = sw.status
 	}
@@ -165,6 +173,28 @@ func (s *Server) finishRequest(rec *Request, sw *statusWriter) {
 	}
 	s.notifyLocked()
 	s.mu.Unlock()
+}
+
+// countedBody counts the bytes of a request body as the handler reads them.
+type countedBody struct {
+	io.ReadCloser
+	n atomic.Int64
+}
+
+func (c *countedBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}
+
+// WireBytes sums BodyBytes and ReplyBytes over the logged requests: the
+// payload bytes that crossed the wire since the last ResetRequests.
+func (s *Server) WireBytes() (body, reply int64) {
+	for _, r := range s.Requests() {
+		body += r.BodyBytes
+		reply += r.ReplyBytes
+	}
+	return body, reply
 }
 
 // connKey keys the per-connection request counter that Start's

@@ -400,7 +400,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := s.logRequest(r, plane, tmpl, rel, newConn)
 	sw := &statusWriter{ResponseWriter: w}
-	defer s.finishRequest(rec, sw)
+	body := &countedBody{ReadCloser: r.Body}
+	if r.Body != nil {
+		r.Body = body
+	} else {
+		body.ReadCloser = http.NoBody
+	}
+	defer s.finishRequest(rec, sw, body)
 	if !s.hold(sw, r) {
 		return
 	}
