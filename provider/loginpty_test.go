@@ -14,14 +14,14 @@ import (
 
 func loginOutput(t *testing.T, log []frame, sid string) string {
 	var sb strings.Builder
-	for _, o := range routeNotes(t, log, loginOutputMethod, sid, func(o rpc.LoginPtyOutput) string { return o.WorkerSessionID }) {
+	for _, o := range routeNotes(t, log, rpc.LoginPtyOutputMethod, sid, func(o rpc.LoginPtyOutput) string { return o.WorkerSessionID }) {
 		sb.WriteString(o.Chunk)
 	}
 	return sb.String()
 }
 
 func loginExits(t *testing.T, log []frame, sid string) []rpc.LoginPtyExit {
-	return routeNotes(t, log, loginExitMethod, sid, func(x rpc.LoginPtyExit) string { return x.WorkerSessionID })
+	return routeNotes(t, log, rpc.LoginPtyExitMethod, sid, func(x rpc.LoginPtyExit) string { return x.WorkerSessionID })
 }
 
 func sessionHome(t *testing.T) string {
@@ -55,7 +55,7 @@ func TestLoginPtyTypeReadClose(t *testing.T) {
 	require.Nil(t, f.Error)
 	log := h.until("typed output", func(log []frame) bool { return strings.Contains(loginOutput(t, log, sid), "code-42-é") })
 	for i, fr := range log {
-		if fr.Method == loginOutputMethod {
+		if fr.Method == rpc.LoginPtyOutputMethod {
 			require.Equal(t, json.RawMessage(`1`), log[0].ID, "the open's reply comes first")
 			require.Less(t, 0, i)
 			break
@@ -113,21 +113,4 @@ func TestLoginPtyDescriptorRejected(t *testing.T) {
 	require.Empty(t, e.srv.PTYs(id))
 	f := h.call("loginPtyClose", map[string]any{"hostRouteId": "never-opened"})
 	require.JSONEq(t, `{"hostRouteId":"never-opened"}`, string(f.Result))
-}
-
-// Terminal output is decoded as UTF-8 across reads: a character split
-// between two reads stays whole, an invalid byte becomes U+FFFD.
-func TestLoginTextStream(t *testing.T) {
-	var ts textStream
-	e := []byte("é😀")
-	require.Equal(t, "a", ts.decode(append([]byte("a"), e[0])))
-	require.Equal(t, "é", ts.decode(e[1:2]))
-	require.Equal(t, "", ts.decode(e[2:4]))
-	require.Equal(t, "😀b", ts.decode(append(e[4:], 'b')))
-	require.Equal(t, "\uFFFDc", ts.decode([]byte{0xff, 'c'}))
-	require.Equal(t, "", ts.decode(e[2:3]))
-	require.Equal(t, "\uFFFD", ts.flush())
-	require.True(t, ts.charge(strings.Repeat("x", maxLoginTotalChars-2)))
-	require.False(t, ts.charge("😀x"), "😀 is two JavaScript characters")
-	require.True(t, ts.charge("😀"))
 }
