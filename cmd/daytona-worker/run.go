@@ -64,14 +64,17 @@ Print the worker version, the Go version and the platform.
 
 const manifestUsage = `usage: daytona-worker manifest [--profile P]
 
-Print the plugin manifest as one line of JSON. Profiles:
-  compat-2026.916  (default) for the published Paperclip host 2026.916.1,
-                   which rejects unknown environment-driver keys; what
-                   "make package" builds
-  current          for hosts of the newer contract: adds
+Print the plugin manifest as one line of JSON. Each profile installs on the
+hosts it names; a host refuses a driver key it does not know:
+  compat-2026.916  (default) the published Paperclip host 2026.916.1 (also
+                   installs on the October 2026 hosts); what "make
+                   package" builds
+  compat-2026.10   the October 2026 hosts (paperclip ce51d868): adds
+                   defaultAcquireTimeoutMs
+  current          the creation-operation host: adds
                    defaultAcquireTimeoutMs and creationOperationVersion
-The two profiles carry different versions (see README, Compatibility), so a
-host that saved one refreshes it when the other is installed.
+The profiles carry different versions (see README, Compatibility), so a
+host that saved one refreshes it when another is installed.
 `
 
 // envHelp lists every environment variable the worker (and its npm launcher)
