@@ -92,14 +92,19 @@ type frame struct {
 	} `json:"error"`
 }
 
-func newChanHost(t *testing.T, e *testEnv) *chanHost {
+func newChanHost(t *testing.T, e *testEnv, opts ...rpc.Options) *chanHost {
+	var o rpc.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Registry = e.reg
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	h := &chanHost{t: t, e: e, w: inW, calls: map[string]chan frame{}, cond: make(chan struct{}), out: &holdWriter{w: outW}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = rpc.Serve(context.Background(), inR, h.out, rpc.Options{Registry: e.reg})
+		_ = rpc.Serve(context.Background(), inR, h.out, o)
 		outW.Close()
 	}()
 	go func() {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"sync"
 	"sync/atomic"
+
+	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
 // idle is the evidence that keeps the worker from idle sleep
@@ -40,6 +42,18 @@ type IdleReport struct {
 	OpenTerminals     int  `json:"openTerminals"`
 	Allocations       int  `json:"allocations"`
 	UncertainCleanups int  `json:"uncertainCleanups"`
+}
+
+// IdleWork is the driver's answer to prepareIdleSleep's question: "none"
+// only when nothing of the report holds the worker awake (no hook pending,
+// no provider request or terminal open, no lease held, no cleanup
+// uncertain), "present" otherwise. rpc adds its own evidence (requests in
+// flight, host calls unanswered) and keeps the hold.
+func (d *Driver) IdleWork() rpc.IdleWork {
+	if d.idle.report().SleepAllowed {
+		return rpc.IdleNone
+	}
+	return rpc.IdlePresent
 }
 
 func (i *idle) report() IdleReport {

@@ -226,7 +226,7 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o ser
 		debug.SetMemoryLimit(memoryLimit)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.level}))
-	reg := productRegistry(logger)
+	reg, drv := productRegistry(logger)
 	if o.register != nil {
 		o.register(reg)
 	}
@@ -236,15 +236,18 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o ser
 	if o.watchParent {
 		done = watchParent(ctx, expectedParent(), 250*time.Millisecond)
 	}
-	return rpc.Serve(ctx, stdin, stdout, rpc.Options{Registry: reg, Logger: logger, Done: done})
+	return rpc.Serve(ctx, stdin, stdout, rpc.Options{Registry: reg, Logger: logger, Done: done,
+		IdleWork: drv.IdleWork, OnShutdown: drv.CloseChannels})
 }
 
 // productRegistry holds every method the worker implements; initialize
-// advertises exactly these (plus rpc's built-ins).
-func productRegistry(logger *slog.Logger) *rpc.Registry {
+// advertises exactly these (plus rpc's built-ins, and the idle-sleep
+// methods rpc adds for the driver's IdleWork).
+func productRegistry(logger *slog.Logger) (*rpc.Registry, *provider.Driver) {
 	reg := rpc.NewRegistry()
-	provider.New(provider.Options{Logger: logger}).Register(reg)
-	return reg
+	drv := provider.New(provider.Options{Logger: logger})
+	drv.Register(reg)
+	return reg, drv
 }
 
 // logLevelEnv names the stderr log level.

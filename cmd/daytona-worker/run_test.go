@@ -323,7 +323,7 @@ const hostSemver = `^\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za
 var pendingCapabilities = map[string]string{}
 
 func TestDeclaredCapabilitiesAreBackedByMethods(t *testing.T) {
-	reg := productRegistry(slog.New(slog.DiscardHandler))
+	reg, _ := productRegistry(slog.New(slog.DiscardHandler))
 	caps, err := declaredCapabilities()
 	require.NoError(t, err)
 	require.NotEmpty(t, caps)
