@@ -47,3 +47,20 @@ func TestLoginTextStream(t *testing.T) {
 	require.False(t, ts.charge("😀x"), "😀 is two JavaScript characters")
 	require.True(t, ts.charge("😀"))
 }
+
+// The launch lines are the first-party plugin's, each ending the terminal
+// when the shell cannot exec the CLI.
+func TestLoginLaunchLines(t *testing.T) {
+	home := "/tmp/paperclip-adapter-login/11111111-2222-4333-8444-555555555555"
+	for key, want := range map[string]string{
+		"claude": "exec claude setup-token || exit $?",
+		"codex":  "exec env CODEX_HOME='" + home + "' codex login --device-auth || exit $?",
+		"grok":   "exec env GROK_HOME='" + home + "' grok login --device-auth || exit $?",
+	} {
+		got, ok := loginLaunch(key, home)
+		require.True(t, ok, key)
+		require.Equal(t, want, got)
+	}
+	_, ok := loginLaunch("gemini", home)
+	require.False(t, ok)
+}

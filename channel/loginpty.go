@@ -17,7 +17,7 @@ import (
 )
 
 // The login terminal: an agent's login command (claude setup-token, codex
-// device login) on a real terminal in the sandbox, driven by the host's
+// and grok device login) on a real terminal in the sandbox, driven by the host's
 // browser flow. The command is chosen from a closed set of keys; nothing
 // the host sends is ever run as a command, and the code the user pastes
 // travels as terminal input, never as an argument.
@@ -33,13 +33,23 @@ const loginRejected = "LOGIN_PTY_DESCRIPTOR_REJECTED"
 // lower-case UUID, nothing else (no traversal, space or metacharacter).
 var sessionHomeRE = regexp.MustCompile(`^/tmp/paperclip-adapter-login/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-// loginLaunch is the fixed launch line of a login command key.
+// loginLaunch is the fixed launch line of a login command key: the
+// first-party plugin's, which replaces the terminal's shell with the
+// command, so the command's exit is the terminal's. When the shell cannot
+// exec the command (an agent CLI not installed in the sandbox), an
+// interactive shell prints why and stays, which would leave a shell open
+// behind the login dialog: "|| exit $?" ends the terminal with the shell's
+// status instead (127 for a command not found, 126 for one not
+// executable). After a successful exec nothing of the line is left to run.
 func loginLaunch(key, home string) (string, bool) {
+	const orExit = " || exit $?"
 	switch key {
 	case "claude":
-		return "exec claude setup-token", true
+		return "exec claude setup-token" + orExit, true
 	case "codex":
-		return "exec env CODEX_HOME=" + shell.Quote(home) + " codex login --device-auth", true
+		return "exec env CODEX_HOME=" + shell.Quote(home) + " codex login --device-auth" + orExit, true
+	case "grok":
+		return "exec env GROK_HOME=" + shell.Quote(home) + " grok login --device-auth" + orExit, true
 	}
 	return "", false
 }
