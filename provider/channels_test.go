@@ -151,13 +151,16 @@ func (h *chanHost) send(method string, params any) <-chan frame {
 
 func (h *chanHost) await(ch <-chan frame) frame {
 	h.t.Helper()
-	select {
-	case f := <-ch:
-		return f
-	case <-time.After(30 * time.Second):
-		h.t.Fatal("no response within 30 s")
-		return frame{}
-	}
+	var f frame
+	h.progress("a response", func() bool {
+		select {
+		case f = <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+	return f
 }
 
 // call sends a request and waits for its response.
@@ -169,19 +172,44 @@ func (h *chanHost) call(method string, params any) frame {
 // until waits until cond holds over the frames received so far.
 func (h *chanHost) until(what string, cond func(log []frame) bool) []frame {
 	h.t.Helper()
-	deadline := time.After(30 * time.Second)
+	var log []frame
+	h.progress(what, func() bool {
+		h.mu.Lock()
+		log = h.log
+		h.mu.Unlock()
+		return cond(log)
+	})
+	return log
+}
+
+// stallLimit is how long the worker may send nothing at all while a test
+// waits for it. A deadline on the whole wait would measure the machine (a
+// megabyte echoed through a terminal under the race detector takes 25 s
+// on a busy 2-core machine); a stall measures the code: a worker that
+// stopped sending.
+const stallLimit = 30 * time.Second
+
+// progress waits until done holds, re-checking after every frame the
+// worker sends; it fails the test when no frame came for stallLimit.
+func (h *chanHost) progress(what string, done func() bool) {
+	h.t.Helper()
+	stall := time.NewTimer(stallLimit)
+	defer stall.Stop()
 	for {
 		h.mu.Lock()
-		log, ch := h.log, h.cond
-		ok := cond(log)
+		ch := h.cond
 		h.mu.Unlock()
-		if ok {
-			return log
+		if done() {
+			return
 		}
 		select {
 		case <-ch:
-		case <-deadline:
-			h.t.Fatalf("timed out waiting for %s; frames received: %s", what, summary(log))
+			stall.Reset(stallLimit)
+		case <-stall.C:
+			h.mu.Lock()
+			log := h.log
+			h.mu.Unlock()
+			h.t.Fatalf("waiting for %s: the worker sent nothing for %s; frames received: %s", what, stallLimit, summary(log))
 		}
 	}
 }
