@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/stretchr/testify/require"
@@ -30,7 +31,9 @@ func envelopeOf(t *testing.T, err error) *cleanup.Error {
 	require.NoError(t, ce.Envelope.Validate(), "the host must be able to read the envelope")
 	data, merr := json.Marshal(ce.RPCData())
 	require.NoError(t, merr)
-	require.NotContains(t, string(data), "test-api-key")
+	requireNoKey(t, string(data), "the cleanup envelope")
+	requireNoKey(t, ce.Error(), "the cleanup error's message")
+	require.Equal(t, rpc.CodeWorkerError, cleanup.CodeWorkerError)
 	return ce
 }
 
