@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
-	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
 )
 
