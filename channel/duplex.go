@@ -53,6 +53,7 @@ type duplexState struct {
 // marker (prompt, echo) is dropped, everything after it is the program's.
 func duplexLaunch(argv []string, diagnostics, marker string) (string, error) {
 	if len(argv) == 0 {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return "", errors.New("The duplex channel launch command needs at least one argument.")
 	}
 	words := make([]string, len(argv))
@@ -147,8 +148,10 @@ func (ch *channel) start(ctx context.Context, line, marker string) error {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
+				//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 				return fmt.Errorf("Daytona duplex channel: the command did not start within %s", openBound)
 			}
+			//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 			return errors.New("Daytona duplex channel: the terminal ended before the command started")
 		}
 	}

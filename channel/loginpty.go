@@ -211,6 +211,7 @@ func runHomeScript(ctx context.Context, la *Lease, script string) error {
 		return err
 	}
 	if res.ExitCode != 0 {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return fmt.Errorf("Daytona login pseudo-terminal: creating the session home failed with exit code %d", res.ExitCode)
 	}
 	return nil

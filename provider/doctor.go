@@ -132,6 +132,7 @@ func (t *trial) run(ctx context.Context) {
 			return "", err
 		}
 		if l.ProviderLeaseID == nil {
+			//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 			return "", errors.New("Daytona returned no lease")
 		}
 		t.lease, t.name = &l, fmt.Sprint(l.Metadata["sandboxName"])
@@ -200,6 +201,7 @@ func (t *trial) destroy(ctx context.Context) (string, error) {
 		return "", err
 	}
 	if r == nil || r.State != "destroyed" {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return "", errors.New("Daytona did not confirm the destruction")
 	}
 	t.lease, t.name = nil, ""

@@ -157,8 +157,10 @@ func (d *Driver) startedSandbox(ctx context.Context, c *account, k scopeKey, lea
 
 // Errors of a preview endpoint the ingress cannot use.
 var (
+	//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 	errIncompletePreview = errors.New("Daytona returned an incomplete private preview endpoint.")
-	errInvalidPreview    = errors.New("Daytona returned an invalid private preview URL.")
+	//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
+	errInvalidPreview = errors.New("Daytona returned an invalid private preview URL.")
 )
 
 // ingressURL turns a private preview URL into the runner's WebSocket URL:

@@ -224,6 +224,7 @@ func (d *Driver) describeSetup(ctx context.Context, c *account, sb *daytona.Sand
 		command = "ssh " + acc.Token + "@" + fallbackSSHHost
 	}
 	if command == "" {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return nil, errors.New("Daytona SSH access did not return a token or SSH command.")
 	}
 	expiresAt := acc.ExpiresAt

@@ -114,6 +114,7 @@ func (d *Driver) captureTemplate(ctx context.Context, p CaptureParams) (*Capture
 			if sn.ErrorReason != nil && *sn.ErrorReason != "" {
 				reason = *sn.ErrorReason
 			}
+			//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 			return fmt.Errorf("Daytona snapshot %s failed: %s", name, clamp.Echo(reason))
 		}
 		return nil
