@@ -100,7 +100,7 @@ func TestCreateRejectedOutrightNeedsNoCleanup(t *testing.T) {
 			require.False(t, errors.As(err, &ce), "no envelope for an allocation that never happened")
 			require.Zero(t, e.srv.CountRequests("GET", rSandbox), "no cleanup lookup")
 			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
-			require.Equal(t, IdleReport{SleepAllowed: true}, e.d.idle.report(), "nothing uncertain keeps the worker awake")
+			require.Equal(t, rpc.IdleReport{SleepAllowed: true}, e.d.idle.report(), "nothing uncertain keeps the worker awake")
 		})
 	}
 	t.Run("408 is uncertain", func(t *testing.T) {

@@ -64,7 +64,7 @@ func TestPrepareIdleSleepFollowsTheWorkersEvidence(t *testing.T) {
 	// The lease released: nothing held again.
 	_, err := e.call("environmentReleaseLease", with(e.base(nil), "providerLeaseId", *l.ProviderLeaseID))
 	require.NoError(t, err)
-	require.Equal(t, IdleReport{SleepAllowed: true}, e.d.idle.report())
+	require.Equal(t, rpc.IdleReport{SleepAllowed: true}, e.d.idle.report())
 	require.Equal(t, "none", h.prepareIdle("released"))
 
 	// An uncertain cleanup: a create whose outcome is unknown.

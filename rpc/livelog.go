@@ -5,7 +5,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
 )
 
 // Live output batching (docs/exec.md#live-output-to-the-host). The first
