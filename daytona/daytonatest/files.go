@@ -304,24 +304,12 @@ func tbPermissions(c *call) {
 			return
 		}
 	}
-	uid, ok := c.ownerID(q.Get("owner"), os.Getuid(), func(n string) (string, error) {
-		u, err := user.Lookup(n)
-		if err != nil {
-			return "", err
-		}
-		return u.Uid, nil
-	})
+	uid, ok := c.ownerID(q.Get("owner"), os.Getuid(), hostUserID)
 	if !ok {
 		writeEmpty(c.w, http.StatusBadRequest) // "user not found"
 		return
 	}
-	gid, ok := c.ownerID(q.Get("group"), os.Getgid(), func(n string) (string, error) {
-		g, err := user.LookupGroup(n)
-		if err != nil {
-			return "", err
-		}
-		return g.Gid, nil
-	})
+	gid, ok := c.ownerID(q.Get("group"), os.Getgid(), hostGroupID)
 	if !ok {
 		writeEmpty(c.w, http.StatusBadRequest) // "group not found"
 		return
@@ -548,4 +536,21 @@ func (c *call) ownerID(name string, ours int, lookup func(string) (string, error
 	}
 	v, _ := strconv.Atoi(id)
 	return v, true
+}
+
+// hostUserID and hostGroupID look a name up on the host.
+func hostUserID(name string) (string, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return "", err
+	}
+	return u.Uid, nil
+}
+
+func hostGroupID(name string) (string, error) {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return "", err
+	}
+	return g.Gid, nil
 }
