@@ -25,7 +25,7 @@ package:
 demo:
 	bash scripts/demo.sh $(if $(V),-v)
 
-# The live tier against real Daytona (starts billable sandboxes; README,
+# The live tier against real Daytona (starts billable sandboxes; docs/development.md,
 # "Live tests"): needs DAYTONA_API_KEY; LIVE_RUN narrows the tests.
 live:
 	DAYTONA_LIVE=1 $(GO) test -count=1 -timeout $${LIVE_TIMEOUT:-30m} -run "$${LIVE_RUN:-Live}" -v ./daytona/ ./provider/

@@ -15,7 +15,7 @@ import (
 )
 
 // Code rules that review used to keep by habit, checked here so that they
-// hold without anyone remembering them (README, Development, "Code rules").
+// hold without anyone remembering them (docs/development.md, "Code rules").
 //
 // Import aliases. Two of our packages share their last element with a
 // standard package (exec with os/exec, sync with sync), so a bare "exec." or

@@ -62,7 +62,7 @@ func TestEnvelopeValidationMatchesTheHost(t *testing.T) {
 func TestErrorWireShape(t *testing.T) {
 	e := &Error{Message: "pending", Envelope: envelope("a1"), Diagnostic: &Diagnostic{Phase: "shell", ElapsedMs: 5, BudgetMs: 10},
 		Causes: []error{errors.New("provider said secret-token-123")}}
-	require.EqualValues(t, -32002, e.RPCCode())
+	require.EqualValues(t, -32002, e.RPCCode(), "the host's worker-error code")
 	b, err := json.Marshal(e.RPCData())
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "secret-token-123", "provider text never reaches the envelope")

@@ -29,8 +29,10 @@ const (
 
 // Errors of failed-creation cleanup, with the reference's messages.
 var (
+	//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 	ErrOwnership = errors.New("Failed-create sandbox ownership does not match")
-	ErrScope     = errors.New("Failed-create sandbox cleanup scope does not match")
+	//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
+	ErrScope = errors.New("Failed-create sandbox cleanup scope does not match")
 	// ErrNotObserved: a name that was never observed is missing; the create
 	// may still materialise, so absence proves nothing.
 	ErrNotObserved = errors.New("failed-create sandbox is not visible yet; its absence is not proof of removal")

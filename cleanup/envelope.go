@@ -139,8 +139,13 @@ type Error struct {
 func (e *Error) Error() string   { return e.Message }
 func (e *Error) Unwrap() []error { return e.Causes }
 
+// CodeWorkerError is the Paperclip worker error, the JSON-RPC code of a
+// thrown error (docs/host.md#error-codes; rpc.CodeWorkerError, named here
+// so this package needs no protocol import).
+const CodeWorkerError int64 = -32002
+
 // RPCCode is the JSON-RPC code the worker answers with.
-func (e *Error) RPCCode() int64 { return -32002 }
+func (e *Error) RPCCode() int64 { return CodeWorkerError }
 
 // RPCData is the error.data the host validates and journals, and the one
 // place every envelope is checked on its way out: a host that validates

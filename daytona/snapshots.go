@@ -21,21 +21,6 @@ var (
 // Daytona API docs: https://www.daytona.io/docs/en/tools/api/#daytona/tag/snapshots
 type SnapshotsService service
 
-// SnapshotState is a snapshot's state (SnapshotState).
-type SnapshotState string
-
-// Snapshot states.
-const (
-	SnapshotBuilding    SnapshotState = "building"
-	SnapshotPending     SnapshotState = "pending"
-	SnapshotPulling     SnapshotState = "pulling"
-	SnapshotActive      SnapshotState = "active"
-	SnapshotInactive    SnapshotState = "inactive"
-	SnapshotError       SnapshotState = "error"
-	SnapshotBuildFailed SnapshotState = "build_failed"
-	SnapshotRemoving    SnapshotState = "removing"
-)
-
 // Snapshot is a snapshot (SnapshotDto), the fields a provider reads.
 type Snapshot struct {
 	ID             string        `json:"id"`
@@ -48,6 +33,18 @@ type Snapshot struct {
 	CreatedAt      string        `json:"createdAt,omitempty"`
 	UpdatedAt      string        `json:"updatedAt,omitempty"`
 }
+
+// SnapshotState is a snapshot's state (SnapshotState).
+type SnapshotState string
+
+// The snapshot states a provider acts on. Daytona's others (building,
+// pending, pulling, inactive, removing) are transitional or not usable for
+// a sandbox start: a provider waits them out or reports them as they are.
+const (
+	SnapshotActive      SnapshotState = "active"
+	SnapshotError       SnapshotState = "error"
+	SnapshotBuildFailed SnapshotState = "build_failed"
+)
 
 type createSnapshotBody struct {
 	Name string `json:"name"`

@@ -159,65 +159,74 @@ const alive = (pid) => {
 // 1. Manifest profiles against the 2026.916.1 install-time validator
 // ---------------------------------------------------------------------------
 
-const NEWER_DRIVER_KEYS = ["creationOperationVersion", "defaultAcquireTimeoutMs"];
+// Keys newer than 2026.916.1, by profile (docs/host.md#manifest-profiles):
+// compat-2026.10 (the October 2026 hosts) adds one, current two.
+const NEWER_DRIVER_KEYS = {
+  "compat-2026.10": ["defaultAcquireTimeoutMs"],
+  current: ["creationOperationVersion", "defaultAcquireTimeoutMs"],
+};
 
 function printManifest(profile) {
   return JSON.parse(execFileSync(args["worker-bin"], ["manifest", "--profile", profile], { encoding: "utf8" }));
 }
-function withoutNewerKeys(manifest) {
+function withoutKeys(manifest, keys) {
   const copy = structuredClone(manifest);
-  for (const driver of copy.environmentDrivers ?? []) for (const k of NEWER_DRIVER_KEYS) delete driver[k];
+  for (const driver of copy.environmentDrivers ?? []) for (const k of keys) delete driver[k];
   return copy;
 }
 const describeIssues = (issues) =>
   issues.map((i) => `${i.code} at ${JSON.stringify(i.path)}${i.keys ? ` keys ${i.keys.join(",")}` : ""}: ${i.message}`).join("; ");
 
 let compat = null;
-let current = null;
+const newer = {};
 try {
   compat = printManifest("compat-2026.916");
-  current = printManifest("current");
+  for (const profile of Object.keys(NEWER_DRIVER_KEYS)) newer[profile] = printManifest(profile);
 } catch (err) {
-  fail("daytona-worker manifest --profile prints both profiles", err.message);
+  fail("daytona-worker manifest --profile prints every profile", err.message);
 }
-if (compat && current) {
+if (compat && Object.keys(newer).length === Object.keys(NEWER_DRIVER_KEYS).length) {
   const parsed = pluginManifestV1Schema.safeParse(compat);
   check(
     "manifest compat-2026.916 accepted by pluginManifestV1Schema",
     parsed.success ? undefined : describeIssues(parsed.error.issues),
     `id ${compat.id}, version ${compat.version}`,
   );
-
-  const rejected = pluginManifestV1Schema.safeParse(current);
-  let problem;
-  if (rejected.success) {
-    problem = "the current profile was accepted; 2026.916.1 must reject it";
-  } else {
-    const keys = new Set();
-    for (const issue of rejected.error.issues) {
-      const onDriver = issue.code === "unrecognized_keys" && issue.path.length === 2 && issue.path[0] === "environmentDrivers";
-      if (!onDriver) {
-        problem = `unexpected issue: ${describeIssues([issue])}`;
-        break;
+  const allNewer = [...new Set(Object.values(NEWER_DRIVER_KEYS).flat())];
+  for (const [profile, want] of Object.entries(NEWER_DRIVER_KEYS)) {
+    const m = newer[profile];
+    const rejected = pluginManifestV1Schema.safeParse(m);
+    let problem;
+    if (rejected.success) {
+      problem = `the ${profile} profile was accepted; 2026.916.1 must reject it`;
+    } else {
+      const keys = new Set();
+      for (const issue of rejected.error.issues) {
+        const onDriver = issue.code === "unrecognized_keys" && issue.path.length === 2 && issue.path[0] === "environmentDrivers";
+        if (!onDriver) {
+          problem = `unexpected issue: ${describeIssues([issue])}`;
+          break;
+        }
+        for (const k of issue.keys) keys.add(k);
       }
-      for (const k of issue.keys) keys.add(k);
+      if (!problem && !isDeepStrictEqual([...keys].sort(), [...want].sort())) {
+        problem = `rejected for keys ${[...keys].sort().join(",")}, want exactly ${want.join(",")}`;
+      }
+      // The profiles are distinct packages: the host refreshes a saved
+      // manifest only when the version changes, so they never share one.
+      if (!problem && m.version === compat.version) {
+        problem = `${profile} and compat-2026.916 carry version ${compat.version}`;
+      }
+      if (!problem && !isDeepStrictEqual({ ...withoutKeys(m, want), version: compat.version }, compat)) {
+        problem = `${profile} minus ${want.join(", ")} and its version differs from the compat profile`;
+      }
     }
-    if (!problem && !isDeepStrictEqual([...keys].sort(), NEWER_DRIVER_KEYS)) {
-      problem = `rejected for keys ${[...keys].sort().join(",")}, want exactly ${NEWER_DRIVER_KEYS.join(",")}`;
-    }
-    // The profiles are distinct packages: the host refreshes a saved
-    // manifest only when the version changes, so they never share one.
-    if (!problem && current.version === compat.version) {
-      problem = `both profiles carry version ${compat.version}`;
-    }
-    if (!problem && !isDeepStrictEqual({ ...withoutNewerKeys(current), version: compat.version }, compat)) {
-      problem = "current minus the two newer driver keys and its version differs from the compat profile";
-    }
-    if (!problem && NEWER_DRIVER_KEYS.some((k) => (compat.environmentDrivers ?? []).some((d) => k in d))) {
-      problem = "the compat profile carries a newer driver key";
-    }
+    check(`manifest ${profile} rejected by 2026.916.1 exactly for ${want.join(", ")}`, problem, `version ${m.version}`);
   }
-  check("manifest current rejected by 2026.916.1 exactly for defaultAcquireTimeoutMs, creationOperationVersion", problem, `version ${current.version}`);
+  check(
+    "the compat profile carries no newer driver key",
+    allNewer.some((k) => (compat.environmentDrivers ?? []).some((d) => k in d)) ? "it does" : undefined,
+  );
 }
 
 // ---------------------------------------------------------------------------

@@ -63,6 +63,7 @@ func (a *acquisition) timeoutFailure(cause error) error {
 	}
 	a.mu.Unlock()
 	elapsed := a.d.now().Sub(a.start)
+	//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 	timeout := fmt.Errorf("Daytona lease acquisition exceeded %d ms during %s", a.budget.Milliseconds(), during)
 	a.d.idle.setUncertain(a.envelope.ProviderLeaseID, true)
 	return &cleanup.Error{
@@ -240,6 +241,7 @@ func (a *acquisition) nameTaken(ctx context.Context, cause error) error {
 	case err == nil, errors.Is(err, daytona.ErrNotFound):
 		// Someone else's sandbox holds the name (or it vanished): nothing
 		// of ours to report.
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return fmt.Errorf("Daytona sandbox name %s is already taken and could not be proven to belong to this creation operation", env.ProviderLeaseID)
 	}
 	// Ours, or (lookup failed) quite possibly ours: the host journals it.
@@ -368,6 +370,7 @@ func (a *acquisition) configureExpiry(ctx context.Context, sb *daytona.Sandbox) 
 				return nil, err
 			}
 			if t, ok = parseTime(fresh.AutoDestroyAt); !ok {
+				//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 				return nil, fmt.Errorf("Daytona did not confirm the %d-minute lifetime of sandbox %s", ttl, sb.ID)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,7 +31,9 @@ func envelopeOf(t *testing.T, err error) *cleanup.Error {
 	require.NoError(t, ce.Envelope.Validate(), "the host must be able to read the envelope")
 	data, merr := json.Marshal(ce.RPCData())
 	require.NoError(t, merr)
-	require.NotContains(t, string(data), "test-api-key")
+	requireNoKey(t, string(data), "the cleanup envelope")
+	requireNoKey(t, ce.Error(), "the cleanup error's message")
+	require.Equal(t, rpc.CodeWorkerError, cleanup.CodeWorkerError)
 	return ce
 }
 
@@ -97,7 +100,7 @@ func TestCreateRejectedOutrightNeedsNoCleanup(t *testing.T) {
 			require.False(t, errors.As(err, &ce), "no envelope for an allocation that never happened")
 			require.Zero(t, e.srv.CountRequests("GET", rSandbox), "no cleanup lookup")
 			require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
-			require.Equal(t, IdleReport{SleepAllowed: true}, e.d.idle.report(), "nothing uncertain keeps the worker awake")
+			require.Equal(t, rpc.IdleReport{SleepAllowed: true}, e.d.idle.report(), "nothing uncertain keeps the worker awake")
 		})
 	}
 	t.Run("408 is uncertain", func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/daytonaworker/daytona-worker/channel"
 	"github.com/daytonaworker/daytona-worker/exec/exectest"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
@@ -91,14 +92,19 @@ type frame struct {
 	} `json:"error"`
 }
 
-func newChanHost(t *testing.T, e *testEnv) *chanHost {
+func newChanHost(t *testing.T, e *testEnv, opts ...rpc.Options) *chanHost {
+	var o rpc.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	o.Registry = e.reg
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	h := &chanHost{t: t, e: e, w: inW, calls: map[string]chan frame{}, cond: make(chan struct{}), out: &holdWriter{w: outW}}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = rpc.Serve(context.Background(), inR, h.out, rpc.Options{Registry: e.reg})
+		_ = rpc.Serve(context.Background(), inR, h.out, o)
 		outW.Close()
 	}()
 	go func() {
@@ -145,13 +151,16 @@ func (h *chanHost) send(method string, params any) <-chan frame {
 
 func (h *chanHost) await(ch <-chan frame) frame {
 	h.t.Helper()
-	select {
-	case f := <-ch:
-		return f
-	case <-time.After(30 * time.Second):
-		h.t.Fatal("no response within 30 s")
-		return frame{}
-	}
+	var f frame
+	h.progress("a response", func() bool {
+		select {
+		case f = <-ch:
+			return true
+		default:
+			return false
+		}
+	})
+	return f
 }
 
 // call sends a request and waits for its response.
@@ -163,19 +172,44 @@ func (h *chanHost) call(method string, params any) frame {
 // until waits until cond holds over the frames received so far.
 func (h *chanHost) until(what string, cond func(log []frame) bool) []frame {
 	h.t.Helper()
-	deadline := time.After(30 * time.Second)
+	var log []frame
+	h.progress(what, func() bool {
+		h.mu.Lock()
+		log = h.log
+		h.mu.Unlock()
+		return cond(log)
+	})
+	return log
+}
+
+// stallLimit is how long the worker may send nothing at all while a test
+// waits for it. A deadline on the whole wait would measure the machine (a
+// megabyte echoed through a terminal under the race detector takes 25 s
+// on a busy 2-core machine); a stall measures the code: a worker that
+// stopped sending.
+const stallLimit = 30 * time.Second
+
+// progress waits until done holds, re-checking after every frame the
+// worker sends; it fails the test when no frame came for stallLimit.
+func (h *chanHost) progress(what string, done func() bool) {
+	h.t.Helper()
+	stall := time.NewTimer(stallLimit)
+	defer stall.Stop()
 	for {
 		h.mu.Lock()
-		log, ch := h.log, h.cond
-		ok := cond(log)
+		ch := h.cond
 		h.mu.Unlock()
-		if ok {
-			return log
+		if done() {
+			return
 		}
 		select {
 		case <-ch:
-		case <-deadline:
-			h.t.Fatalf("timed out waiting for %s; frames received: %s", what, summary(log))
+			stall.Reset(stallLimit)
+		case <-stall.C:
+			h.mu.Lock()
+			log := h.log
+			h.mu.Unlock()
+			h.t.Fatalf("waiting for %s: the worker sent nothing for %s; frames received: %s", what, stallLimit, summary(log))
 		}
 	}
 }
@@ -211,14 +245,15 @@ func notes(log []frame, method string) []json.RawMessage {
 // duplexBytes is the data a route received, decoded.
 func duplexBytes(t *testing.T, log []frame, sid string) []byte {
 	var out []byte
-	for _, p := range notes(log, duplexDataMethod) {
+	for _, p := range notes(log, rpc.DuplexDataMethod) {
 		var d rpc.DuplexData
 		require.NoError(t, json.Unmarshal(p, &d))
 		if d.WorkerSessionID != sid {
 			continue
 		}
-		b, ok, _ := decodeChannelBytes(d.Chunk)
-		require.True(t, ok, "a data chunk is canonical base64")
+		b, err := base64.StdEncoding.Strict().DecodeString(d.Chunk)
+		require.NoError(t, err)
+		require.Equal(t, d.Chunk, base64.StdEncoding.EncodeToString(b), "a data chunk is canonical base64")
 		out = append(out, b...)
 	}
 	return out
@@ -240,7 +275,7 @@ func routeNotes[T any](t *testing.T, log []frame, method, sid string, session fu
 
 // exits returns the duplex exit notifications of a route.
 func exits(t *testing.T, log []frame, sid string) []rpc.DuplexExit {
-	return routeNotes(t, log, duplexExitMethod, sid, func(x rpc.DuplexExit) string { return x.WorkerSessionID })
+	return routeNotes(t, log, rpc.DuplexExitMethod, sid, func(x rpc.DuplexExit) string { return x.WorkerSessionID })
 }
 
 func leaseBase(l lease) map[string]any {
@@ -287,7 +322,7 @@ func TestDuplexChannelCatRoundTrip(t *testing.T) {
 	require.Equal(t, len(payload), len(got))
 	require.True(t, bytes.Equal(payload, got), "the bytes come back exactly, in order")
 	for i, f := range log {
-		if f.Method == duplexDataMethod {
+		if f.Method == rpc.DuplexDataMethod {
 			require.Less(t, 0, i, "the open's reply precedes every data frame")
 			require.Equal(t, json.RawMessage(`1`), log[0].ID)
 			break
@@ -343,7 +378,7 @@ func TestDuplexChannelHostileWrites(t *testing.T) {
 	}
 	require.Nil(t, h.call("duplexChannelWrite", writeParams(r, []byte("ok\n"))).Error)
 	h.until("echo", func(log []frame) bool { return string(duplexBytes(t, log, r.WorkerSessionID)) == "ok\n" })
-	f := h.call("duplexChannelWrite", writeParams(r, make([]byte, maxDuplexChunk+1)))
+	f := h.call("duplexChannelWrite", writeParams(r, make([]byte, channel.MaxDuplexChunk+1)))
 	require.NotNil(t, f.Error)
 	require.Contains(t, f.Error.Message, "at most 262144 bytes")
 	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
@@ -356,7 +391,7 @@ func TestDuplexChannelEndsAfterMalformedBudget(t *testing.T) {
 	e, l, _ := leased(t, nil)
 	h := newChanHost(t, e)
 	r := h.openDuplex(l, "duplex-route-4", "cat")
-	for range maxMalformedWrites + 1 {
+	for range channel.MaxMalformedWrites + 1 {
 		h.call("duplexChannelWrite", map[string]any{"hostRouteId": r.HostRouteID, "workerSessionId": r.WorkerSessionID, "data": "YQ"})
 	}
 	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
@@ -379,15 +414,16 @@ func TestDuplexChannelTransportDropped(t *testing.T) {
 
 // A route lives at most an hour (on the driver's clock).
 func TestDuplexChannelLifetime(t *testing.T) {
-	e, l, _ := leased(t, nil)
+	e := newTestEnv(t, nil)
 	clk := exectest.NewFakeClock()
-	e.d.chans.clock = clk
+	e.use(e.driverWith(func(o *Options) { o.channelClock = clk }))
+	l := e.acquire(nil)
 	h := newChanHost(t, e)
 	r := h.openDuplex(l, "duplex-route-6", "cat")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	require.NoError(t, clk.AwaitTimer(ctx, duplexLifetime))
-	clk.Advance(duplexLifetime - time.Second)
+	require.NoError(t, clk.AwaitTimer(ctx, channel.DuplexLifetime))
+	clk.Advance(channel.DuplexLifetime - time.Second)
 	require.Nil(t, h.call("duplexChannelWrite", writeParams(r, []byte("alive\n"))).Error)
 	h.until("echo", func(log []frame) bool { return string(duplexBytes(t, log, r.WorkerSessionID)) == "alive\n" })
 	clk.Advance(time.Second)
@@ -410,7 +446,7 @@ func TestDuplexChannelsCloseOnRelease(t *testing.T) {
 	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
 	exitAt, replyAt := -1, -1
 	for i, fr := range log {
-		if fr.Method == duplexExitMethod && exitAt < 0 {
+		if fr.Method == rpc.DuplexExitMethod && exitAt < 0 {
 			exitAt = i
 		}
 		if string(fr.ID) == fmt.Sprint(h.next) {
@@ -439,7 +475,7 @@ func TestChannelReleasedBeforeBind(t *testing.T) {
 			func(_ *testing.T, l lease) map[string]any {
 				return with(leaseBase(l), "hostRouteId", "duplex-route-11", "command", []string{"cat"})
 			},
-			duplexExitMethod,
+			rpc.DuplexExitMethod,
 			func(t *testing.T, log []frame, sid string) []*int {
 				var out []*int
 				for _, x := range exits(t, log, sid) {
@@ -452,7 +488,7 @@ func TestChannelReleasedBeforeBind(t *testing.T) {
 			func(t *testing.T, l lease) map[string]any {
 				return with(leaseBase(l), "hostRouteId", uuid.NewString(), "loginCommandKey", "claude", "sessionHome", sessionHome(t))
 			},
-			loginExitMethod,
+			rpc.LoginPtyExitMethod,
 			func(t *testing.T, log []frame, sid string) []*int {
 				var out []*int
 				for _, x := range loginExits(t, log, sid) {
@@ -519,15 +555,6 @@ func TestDuplexOpenRefusals(t *testing.T) {
 	require.JSONEq(t, `{"hostRouteId":"duplex-route-unknown"}`, string(f.Result), "an unknown route's close is acknowledged")
 }
 
-// The launch wrapper quotes every word and the diagnostics path.
-func TestDuplexLaunchQuotes(t *testing.T) {
-	line, err := duplexLaunch([]string{"node", "/a b/$(x)'y"}, "/tmp/d'$x.log", "AB")
-	require.NoError(t, err)
-	require.Equal(t, `exec 2>'/tmp/d'"'"'$x.log'; stty raw -echo; printf '\101\102'; exec 'node' '/a b/$(x)'"'"'y'`+"\r", line)
-	_, err = duplexLaunch([]string{"a\x00b"}, "/tmp/x", "AB")
-	require.Error(t, err)
-}
-
 // More writes in flight than the host allows on a route end the channel:
 // here the program never reads, so the writes pile up.
 func TestDuplexChannelEndsPastPendingWrites(t *testing.T) {
@@ -536,7 +563,7 @@ func TestDuplexChannelEndsPastPendingWrites(t *testing.T) {
 	r := h.openDuplex(l, "duplex-route-10", "sleep", "600")
 	block := make([]byte, 64<<10)
 	var pending []<-chan frame
-	for range maxPendingWrites + 200 { // some are taken before the socket fills
+	for range channel.MaxPendingWrites + 200 { // some are taken before the socket fills
 		pending = append(pending, h.send("duplexChannelWrite", writeParams(r, block)))
 	}
 	refused := 0
@@ -549,15 +576,4 @@ func TestDuplexChannelEndsPastPendingWrites(t *testing.T) {
 	require.Positive(t, refused)
 	log := h.until("exit", func(log []frame) bool { return len(exits(t, log, r.WorkerSessionID)) > 0 })
 	require.Len(t, exits(t, log, r.WorkerSessionID), 1)
-}
-
-// Output stops at the route's total: the chunk that would pass it is cut
-// there and the channel ends.
-func TestDuplexDataStopsAtTheRouteTotal(t *testing.T) {
-	ch := &channel{}
-	ds := &duplexState{}
-	ds.total.Store(maxDuplexTotal - 3)
-	require.True(t, ch.duplexData(ds, []byte("abc")))
-	require.False(t, ch.duplexData(ds, []byte("d")))
-	require.Equal(t, int64(maxDuplexTotal), ds.total.Load())
 }

@@ -5,9 +5,10 @@
 // daytona client, the exec and sync packages and cleanup's ownership rules,
 // one file per host method (validate.go, probe.go, acquire.go, resume.go,
 // realize.go, teardown.go, execute.go, filesync.go, ingress.go,
-// interactive.go, template.go; loginpty.go and duplex.go for the terminal
-// channels, on channels.go) around the shared
-// account, sandbox-handle and scope state; cmd/daytona-worker registers it.
+// interactive.go, template.go) around the shared account, sandbox-handle and
+// scope state; the terminal channels are package channel's, which it gives
+// the leases it served (leases.go) and whose channels it ends on teardown.
+// cmd/daytona-worker registers it.
 // It never speaks JSON-RPC frames or HTTP itself. Which of its tests cover
 // which upstream reference test title is in docs/reference-tests.md.
 package provider

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/daytonaworker/daytona-worker/channel"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 	"github.com/daytonaworker/daytona-worker/provider/config"
@@ -54,6 +55,8 @@ type Options struct {
 	// runner replaces the command runner (tests record its lease calls);
 	// nil means a *cmdexec.Runner.
 	runner commandRunner
+	// channelClock times duplex route lifetimes (tests); nil is the real clock.
+	channelClock cmdexec.Clock
 	// StartRetryWait bounds one wait for a transitioning sandbox to settle
 	// before a refused start is retried (docs/behavior.md#refused-resume).
 	StartRetryWait time.Duration
@@ -77,7 +80,8 @@ type Driver struct {
 	handles handles
 	idle    idle
 	runner  commandRunner
-	chans   channels
+	leases  leaseTable
+	chans   *channel.Hub
 }
 
 // New returns a Driver.
@@ -112,7 +116,14 @@ func New(o Options) *Driver {
 	}
 	d.http = hc
 	d.handles.now = d.now
-	d.chans.clock = cmdexec.RealClock{}
+	d.chans = channel.New(channel.Options{Resolve: d.channelLease, Logger: d.log, Clock: o.channelClock,
+		Wrap: func(h rpc.Handler) rpc.Handler {
+			return func(ctx context.Context, raw json.RawMessage) (any, error) {
+				d.idle.hooks.Add(1)
+				defer d.idle.hooks.Add(-1)
+				return h(ctx, raw)
+			}
+		}})
 	return d
 }
 
@@ -130,7 +141,7 @@ func (d *Driver) Register(reg *rpc.Registry) {
 	reg.Register("environmentExecute", hook(d, d.execute))
 	reg.Register("environmentSyncIn", hook(d, d.syncIn))
 	reg.Register("environmentSyncOut", hook(d, d.syncOut))
-	d.registerChannels(reg)
+	d.chans.Register(reg)
 	reg.RegisterInline("health", func(context.Context, json.RawMessage) (any, error) { return d.Health(), nil })
 }
 

@@ -69,8 +69,8 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 	defer cancel()
 	req := cmdexec.Request{Command: p.Command, Args: p.Args, Cwd: cwd, Env: p.Env, Stdin: p.Stdin,
 		Timeout: timeout, BypassSession: p.BypassSession}
-	live := newLogSink(ctx)
-	defer live.close(false) // every chunk precedes the response
+	live := rpc.NewLiveLog(ctx)
+	defer live.Close(false) // every chunk precedes the response
 
 	var res cmdexec.Result
 	var hit bool
@@ -92,10 +92,10 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 		}
 		// A one-shot execute never calls the sink (exec's rule): its output
 		// reaches the host once, in the result.
-		res, err = d.runner.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, live.write)
+		res, err = d.runner.Execute(ctx, cmdexec.Target{Client: c.client, Sandbox: sb.Ref(), LeaseKey: string(k)}, req, live.Write)
 		// With a result, chunks still pending are dropped: the result
 		// holds their bytes (the live text stays a prefix of it).
-		live.close(err == nil)
+		live.Close(err == nil)
 		if err == nil && !res.TimedOut {
 			d.handles.markFresh(k) // only success proves the sandbox is alive
 		}

@@ -24,7 +24,8 @@ func (d *Driver) syncIn(ctx context.Context, p rpc.SyncParams) (rpc.SyncResult, 
 }
 
 func (d *Driver) syncOut(ctx context.Context, p rpc.SyncParams) (rpc.SyncResult, error) {
-	return d.syncOp(ctx, p, syncDirection{name: "syncOut", run: filesync.SyncOut, classifyNotFound: true})
+	res, err := d.syncOp(ctx, p, syncDirection{name: "syncOut", run: filesync.SyncOut, classifyNotFound: true})
+	return res, withSyncDiagnostic(err)
 }
 
 type syncFunc func(context.Context, filesync.Target, []filesync.Operation, filesync.Options) ([]filesync.OperationResult, error)

@@ -38,10 +38,28 @@ func newTestEnv(t *testing.T, cfg map[string]any, opts ...daytonatest.Option) *t
 	e := &testEnv{t: t, srv: srv, client: env.Client}
 	e.cfg = map[string]any{"apiKey": srv.APIKey(), "apiUrl": srv.URL(), "timeoutMs": 20000}
 	maps.Copy(e.cfg, cfg)
+	if key, _ := e.cfg["apiKey"].(string); key != "" {
+		testKeys.Store(key, true)
+		t.Cleanup(func() { testKeys.Delete(key) })
+	}
 	e.d = e.newDriver()
 	e.reg = rpc.NewRegistry()
 	e.d.Register(e.reg)
 	return e
+}
+
+// testKeys are the API keys of the running tests' environments: what no
+// error, envelope or log may ever carry (helpers that see only an error
+// check against all of them).
+var testKeys sync.Map
+
+// requireNoKey fails when s holds any running test's API key.
+func requireNoKey(t testing.TB, s, what string) {
+	t.Helper()
+	testKeys.Range(func(k, _ any) bool {
+		require.NotContains(t, s, k.(string), "%s carries an API key", what)
+		return true
+	})
 }
 
 // newDriver is a second, fresh driver (a restarted worker) on the same emulator.

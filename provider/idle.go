@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"sync"
 	"sync/atomic"
+
+	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
 // idle is the evidence that keeps the worker from idle sleep
@@ -32,18 +34,20 @@ type idle struct {
 	uncertain   map[string]bool                    // creation names whose cleanup is unconfirmed
 }
 
-// IdleReport is health's details.idle (docs/host.md#newer-contract, proposed shape).
-type IdleReport struct {
-	SleepAllowed      bool `json:"sleepAllowed"`
-	PendingHooks      int  `json:"pendingHooks"`
-	ProviderRequests  int  `json:"providerRequests"`
-	OpenTerminals     int  `json:"openTerminals"`
-	Allocations       int  `json:"allocations"`
-	UncertainCleanups int  `json:"uncertainCleanups"`
+// IdleWork is the driver's answer to prepareIdleSleep's question: "none"
+// only when nothing of the report holds the worker awake (no hook pending,
+// no provider request or terminal open, no lease held, no cleanup
+// uncertain), "present" otherwise. rpc adds its own evidence (requests in
+// flight, host calls unanswered) and keeps the hold.
+func (d *Driver) IdleWork() rpc.IdleWork {
+	if d.idle.report().SleepAllowed {
+		return rpc.IdleNone
+	}
+	return rpc.IdlePresent
 }
 
-func (i *idle) report() IdleReport {
-	r := IdleReport{
+func (i *idle) report() rpc.IdleReport {
+	r := rpc.IdleReport{
 		PendingHooks:      int(i.hooks.Load()),
 		ProviderRequests:  int(i.requests.Load()),
 		OpenTerminals:     int(i.terminals.Load()),

@@ -34,30 +34,7 @@ const previewTokenHeader = "X-Daytona-Preview-Token"
 // for, and "." or ".." never name another path.
 var ingressPath = regexp.MustCompile(`^/api/runner/v1/connect/(?:[A-Za-z0-9\-._~!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+$`)
 
-// IngressParams are environmentRunnerIngressEndpoint's params.
-type IngressParams struct {
-	rpc.EnvironmentBase
-	Lease rpc.Lease `json:"lease"`
-	Port  float64   `json:"port"`
-	Path  string    `json:"path"`
-}
-
-// SecretHeader is a header whose value is a secret (the host stores and
-// logs it as one).
-type SecretHeader struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
-}
-
-// IngressEndpoint is the result: an authenticated WebSocket endpoint.
-type IngressEndpoint struct {
-	Kind          string         `json:"kind"`
-	WebsocketURL  string         `json:"websocketUrl"`
-	SecretHeaders []SecretHeader `json:"secretHeaders"`
-	Generation    string         `json:"generation"`
-}
-
-func (d *Driver) runnerIngress(ctx context.Context, p IngressParams) (*IngressEndpoint, error) {
+func (d *Driver) runnerIngress(ctx context.Context, p rpc.IngressParams) (*rpc.IngressEndpoint, error) {
 	if p.Port != RunnerIngressPort {
 		return nil, rpc.InvalidParams("Daytona runner ingress must use fixed port 43127.")
 	}
@@ -69,7 +46,7 @@ func (d *Driver) runnerIngress(ctx context.Context, p IngressParams) (*IngressEn
 	if leaseID == "" {
 		return nil, rpc.InvalidParams("Daytona runner ingress requires a provider lease id.")
 	}
-	var out *IngressEndpoint
+	var out *rpc.IngressEndpoint
 	err := d.withLiveSandbox(ctx, p.EnvironmentBase, leaseID, func(ctx context.Context, c *account, k scopeKey, sb *daytona.Sandbox) error {
 		pv, _, err := c.client.Sandboxes.PreviewURL(ctx, sb.ID, RunnerIngressPort)
 		if err != nil {
@@ -79,10 +56,10 @@ func (d *Driver) runnerIngress(ctx context.Context, p IngressParams) (*IngressEn
 		if err != nil {
 			return err
 		}
-		out = &IngressEndpoint{
+		out = &rpc.IngressEndpoint{
 			Kind:          "authenticated_websocket",
 			WebsocketURL:  wsURL,
-			SecretHeaders: []SecretHeader{{Name: previewTokenHeader, Value: pv.Token}},
+			SecretHeaders: []rpc.SecretHeader{{Name: previewTokenHeader, Value: pv.Token}},
 			Generation:    d.ingress.generation(k, sb),
 		}
 		return nil
@@ -157,8 +134,10 @@ func (d *Driver) startedSandbox(ctx context.Context, c *account, k scopeKey, lea
 
 // Errors of a preview endpoint the ingress cannot use.
 var (
+	//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 	errIncompletePreview = errors.New("Daytona returned an incomplete private preview endpoint.")
-	errInvalidPreview    = errors.New("Daytona returned an invalid private preview URL.")
+	//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
+	errInvalidPreview = errors.New("Daytona returned an invalid private preview URL.")
 )
 
 // ingressURL turns a private preview URL into the runner's WebSocket URL:

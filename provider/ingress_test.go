@@ -20,19 +20,19 @@ const (
 	ingressConnect = "/api/runner/v1/connect/00000000-0000-4000-8000-000000000001"
 )
 
-func (e *testEnv) ingress(l lease, port any, path string) (IngressEndpoint, error) {
+func (e *testEnv) ingress(l lease, port any, path string) (rpc.IngressEndpoint, error) {
 	e.t.Helper()
 	raw, err := e.call("environmentRunnerIngressEndpoint", with(e.base(nil), "lease", l, "port", port, "path", path))
 	if err != nil {
-		return IngressEndpoint{}, err
+		return rpc.IngressEndpoint{}, err
 	}
-	return decode[IngressEndpoint](e.t, raw), nil
+	return decode[rpc.IngressEndpoint](e.t, raw), nil
 }
 
 // checkHostIngress applies the host's acceptance rules for an ingress
 // reply: wss:, no user info, query or fragment, the path asked for, a
 // generation, header names that are tokens with values.
-func checkHostIngress(t *testing.T, ep IngressEndpoint, path string) {
+func checkHostIngress(t *testing.T, ep rpc.IngressEndpoint, path string) {
 	t.Helper()
 	u, err := url.Parse(ep.WebsocketURL)
 	require.NoError(t, err)
@@ -66,7 +66,7 @@ func TestRunnerIngressPrivateWebSocket(t *testing.T) {
 	require.Equal(t, "wss://43127-"+strings.ToLower(id)+"."+daytonatest.PreviewDomain+ingressConnect, ep.WebsocketURL)
 	pv, _, err := e.client.Sandboxes.PreviewURL(t.Context(), id, RunnerIngressPort)
 	require.NoError(t, err)
-	require.Equal(t, []SecretHeader{{Name: "X-Daytona-Preview-Token", Value: pv.Token}}, ep.SecretHeaders)
+	require.Equal(t, []rpc.SecretHeader{{Name: "X-Daytona-Preview-Token", Value: pv.Token}}, ep.SecretHeaders)
 	require.NotContains(t, ep.WebsocketURL, pv.Token)
 	require.NotContains(t, ep.WebsocketURL, e.srv.APIKey())
 

@@ -38,49 +38,6 @@ const setupCleanupBound = 30 * time.Second
 // answer that carries a token but no command.
 const fallbackSSHHost = "ssh.app.daytona.io"
 
-// SetupStartParams are environmentStartInteractiveSetup's params.
-type SetupStartParams struct {
-	rpc.EnvironmentBase
-	SessionID                  string   `json:"sessionId"`
-	SourceTemplateRef          *string  `json:"sourceTemplateRef"`
-	SourceTemplateKind         *string  `json:"sourceTemplateKind"`
-	ConnectionExpiresInMinutes *float64 `json:"connectionExpiresInMinutes"`
-	ExpiresAt                  *string  `json:"expiresAt"`
-}
-
-// SetupGetParams are environmentGetInteractiveSetup's params.
-type SetupGetParams struct {
-	rpc.EnvironmentBase
-	ProviderLeaseID            *string        `json:"providerLeaseId"`
-	SetupMetadata              map[string]any `json:"setupMetadata"`
-	IncludeConnectionPayload   *bool          `json:"includeConnectionPayload"`
-	ConnectionExpiresInMinutes *float64       `json:"connectionExpiresInMinutes"`
-}
-
-// SetupCancelParams are environmentCancelInteractiveSetup's params.
-type SetupCancelParams struct {
-	rpc.EnvironmentBase
-	ProviderLeaseID *string        `json:"providerLeaseId"`
-	SetupMetadata   map[string]any `json:"setupMetadata"`
-	Reason          *string        `json:"reason"`
-}
-
-// SetupSession is PluginEnvironmentInteractiveSetupSession.
-type SetupSession struct {
-	ProviderLeaseID   *string        `json:"providerLeaseId"`
-	Status            string         `json:"status"`
-	ConnectionSummary map[string]any `json:"connectionSummary"`
-	ConnectionPayload map[string]any `json:"connectionPayload"`
-	ExpiresAt         *string        `json:"expiresAt,omitempty"`
-	Metadata          map[string]any `json:"metadata,omitempty"`
-}
-
-// SetupCancelResult is environmentCancelInteractiveSetup's result.
-type SetupCancelResult struct {
-	Status   string         `json:"status"`
-	Metadata map[string]any `json:"metadata,omitempty"`
-}
-
 // registerInteractive adds runner ingress, interactive setup and
 // templates.
 func (d *Driver) registerInteractive(reg *rpc.Registry) {
@@ -93,11 +50,11 @@ func (d *Driver) registerInteractive(reg *rpc.Registry) {
 }
 
 // missingSession is the answer for a setup whose sandbox is gone.
-func missingSession() *SetupSession {
-	return &SetupSession{Status: "missing", Metadata: map[string]any{"provider": DriverKey, "missing": true}}
+func missingSession() *rpc.SetupSession {
+	return &rpc.SetupSession{Status: "missing", Metadata: map[string]any{"provider": DriverKey, "missing": true}}
 }
 
-func (d *Driver) startInteractiveSetup(ctx context.Context, p SetupStartParams) (*SetupSession, error) {
+func (d *Driver) startInteractiveSetup(ctx context.Context, p rpc.SetupStartParams) (*rpc.SetupSession, error) {
 	c, err := d.resolveAccount(p.Config)
 	if err != nil {
 		return nil, err
@@ -189,7 +146,7 @@ func setupSource(cfg config.Config, ref, kind string) (config.CreateSource, erro
 // describeSetup prepares the started setup sandbox (workspace and shell)
 // and describes it; with mint, it creates an SSH access and returns it in
 // the connection payload.
-func (d *Driver) describeSetup(ctx context.Context, c *account, sb *daytona.Sandbox, mint bool, minutes *float64) (*SetupSession, error) {
+func (d *Driver) describeSetup(ctx context.Context, c *account, sb *daytona.Sandbox, mint bool, minutes *float64) (*rpc.SetupSession, error) {
 	out, err := runScript(ctx, c, sb, probeScript, remainingSeconds(ctx))
 	if err != nil {
 		return nil, err
@@ -198,7 +155,7 @@ func (d *Driver) describeSetup(ctx context.Context, c *account, sb *daytona.Sand
 	if err != nil {
 		return nil, err
 	}
-	sess := &SetupSession{
+	sess := &rpc.SetupSession{
 		ProviderLeaseID: new(sb.ID),
 		Status:          "waiting_for_user",
 		Metadata: map[string]any{
@@ -224,6 +181,7 @@ func (d *Driver) describeSetup(ctx context.Context, c *account, sb *daytona.Sand
 		command = "ssh " + acc.Token + "@" + fallbackSSHHost
 	}
 	if command == "" {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return nil, errors.New("Daytona SSH access did not return a token or SSH command.")
 	}
 	expiresAt := acc.ExpiresAt
@@ -250,12 +208,12 @@ func sshMinutes(v *float64) int {
 	return int(min(max(math.Trunc(*v), 1), maxSSHMinutes))
 }
 
-func (d *Driver) getInteractiveSetup(ctx context.Context, p SetupGetParams) (*SetupSession, error) {
+func (d *Driver) getInteractiveSetup(ctx context.Context, p rpc.SetupGetParams) (*rpc.SetupSession, error) {
 	id := deref(p.ProviderLeaseID)
 	if id == "" {
 		return missingSession(), nil
 	}
-	var sess *SetupSession
+	var sess *rpc.SetupSession
 	err := d.withLiveSandbox(ctx, p.EnvironmentBase, id, func(ctx context.Context, c *account, _ scopeKey, sb *daytona.Sandbox) error {
 		var err error
 		mint := p.IncludeConnectionPayload != nil && *p.IncludeConnectionPayload
@@ -284,10 +242,10 @@ func (d *Driver) getInteractiveSetup(ctx context.Context, p SetupGetParams) (*Se
 	return sess, nil
 }
 
-func (d *Driver) cancelInteractiveSetup(ctx context.Context, p SetupCancelParams) (*SetupCancelResult, error) {
+func (d *Driver) cancelInteractiveSetup(ctx context.Context, p rpc.SetupCancelParams) (*rpc.SetupCancelResult, error) {
 	id := deref(p.ProviderLeaseID)
 	reason := nullable(deref(p.Reason))
-	missing := &SetupCancelResult{Status: "missing", Metadata: map[string]any{"provider": DriverKey, "missing": true, "reason": reason}}
+	missing := &rpc.SetupCancelResult{Status: "missing", Metadata: map[string]any{"provider": DriverKey, "missing": true, "reason": reason}}
 	if id == "" {
 		return missing, nil
 	}
@@ -317,5 +275,5 @@ func (d *Driver) cancelInteractiveSetup(ctx context.Context, p SetupCancelParams
 	if deref(p.Reason) == "timed_out" {
 		status = "timed_out"
 	}
-	return &SetupCancelResult{Status: status, Metadata: map[string]any{"provider": DriverKey, "sandboxId": id, "reason": reason}}, nil
+	return &rpc.SetupCancelResult{Status: status, Metadata: map[string]any{"provider": DriverKey, "sandboxId": id, "reason": reason}}, nil
 }

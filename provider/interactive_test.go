@@ -56,13 +56,13 @@ func TestManifestDeclaresSetupAndTemplatesBackedByMethods(t *testing.T) {
 	require.NotEmpty(t, daytonaworker.ManifestJSON)
 }
 
-func (e *testEnv) startSetup(extra ...any) (SetupSession, error) {
+func (e *testEnv) startSetup(extra ...any) (rpc.SetupSession, error) {
 	e.t.Helper()
 	raw, err := e.call("environmentStartInteractiveSetup", with(e.base(nil), append([]any{"sessionId", "setup-session-1"}, extra...)...))
 	if err != nil {
-		return SetupSession{}, err
+		return rpc.SetupSession{}, err
 	}
-	return decode[SetupSession](e.t, raw), nil
+	return decode[rpc.SetupSession](e.t, raw), nil
 }
 
 func (e *testEnv) setupParams(id any, extra ...any) map[string]any {
@@ -71,7 +71,7 @@ func (e *testEnv) setupParams(id any, extra ...any) map[string]any {
 
 // withoutPayload is the session as JSON without its connection payload:
 // the part that must never carry the SSH token.
-func withoutPayload(t *testing.T, s SetupSession) string {
+func withoutPayload(t *testing.T, s rpc.SetupSession) string {
 	s.ConnectionPayload = nil
 	return string(mustJSON(t, s))
 }
@@ -213,7 +213,7 @@ func TestInteractiveSetupGetMintsSSHOnlyWhenAsked(t *testing.T) {
 	id := *s.ProviderLeaseID
 	raw, err := e.call("environmentGetInteractiveSetup", e.setupParams(id))
 	require.NoError(t, err)
-	got := decode[SetupSession](t, raw)
+	got := decode[rpc.SetupSession](t, raw)
 	require.Equal(t, "waiting_for_user", got.Status)
 	require.Nil(t, got.ConnectionPayload)
 	require.NotContains(t, got.ConnectionSummary, "expiresAt")
@@ -222,7 +222,7 @@ func TestInteractiveSetupGetMintsSSHOnlyWhenAsked(t *testing.T) {
 
 	raw, err = e.call("environmentGetInteractiveSetup", e.setupParams(id, "includeConnectionPayload", true, "connectionExpiresInMinutes", 5))
 	require.NoError(t, err)
-	got = decode[SetupSession](t, raw)
+	got = decode[rpc.SetupSession](t, raw)
 	grants := e.srv.SSHAccess(id)
 	require.Len(t, grants, 2)
 	require.Equal(t, grants[1].Token, got.ConnectionPayload["token"])
@@ -272,10 +272,10 @@ func TestCancelInteractiveSetupDeletesTheSandbox(t *testing.T) {
 		require.ErrorAs(t, err, &inactive, "work after the cancel is refused")
 		raw, err = e.call("environmentGetInteractiveSetup", e.setupParams(id))
 		require.NoError(t, err)
-		require.Equal(t, "missing", decode[SetupSession](t, raw).Status)
+		require.Equal(t, "missing", decode[rpc.SetupSession](t, raw).Status)
 	}
 	e.expectLive()
-	require.True(t, e.d.Health().Details["idle"].(IdleReport).SleepAllowed, "no allocation evidence is left")
+	require.True(t, e.d.Health().Details["idle"].(rpc.IdleReport).SleepAllowed, "no allocation evidence is left")
 }
 
 // TestInteractiveCancelWaitsForInFlightWorkAndRefusesQueuedWork: cancel
@@ -308,7 +308,7 @@ func TestInteractiveCancelWaitsForInFlightWorkAndRefusesQueuedWork(t *testing.T)
 		require.NoError(t, wait(t, inFlight).err, "the in-flight work finished on a live sandbox")
 		r := wait(t, done)
 		require.NoError(t, r.err)
-		require.Equal(t, "cancelled", decode[SetupCancelResult](t, r.raw).Status)
+		require.Equal(t, "cancelled", decode[rpc.SetupCancelResult](t, r.raw).Status)
 		require.Equal(t, "gone", e.state(id))
 	})
 }

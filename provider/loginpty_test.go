@@ -14,14 +14,14 @@ import (
 
 func loginOutput(t *testing.T, log []frame, sid string) string {
 	var sb strings.Builder
-	for _, o := range routeNotes(t, log, loginOutputMethod, sid, func(o rpc.LoginPtyOutput) string { return o.WorkerSessionID }) {
+	for _, o := range routeNotes(t, log, rpc.LoginPtyOutputMethod, sid, func(o rpc.LoginPtyOutput) string { return o.WorkerSessionID }) {
 		sb.WriteString(o.Chunk)
 	}
 	return sb.String()
 }
 
 func loginExits(t *testing.T, log []frame, sid string) []rpc.LoginPtyExit {
-	return routeNotes(t, log, loginExitMethod, sid, func(x rpc.LoginPtyExit) string { return x.WorkerSessionID })
+	return routeNotes(t, log, rpc.LoginPtyExitMethod, sid, func(x rpc.LoginPtyExit) string { return x.WorkerSessionID })
 }
 
 func sessionHome(t *testing.T) string {
@@ -40,22 +40,35 @@ func (h *chanHost) openLogin(l lease, route, key, home string) string {
 	return r.WorkerSessionID
 }
 
+// installFakeCLI puts an agent CLI named name on the sandbox user's login
+// PATH: it prompts, then echoes each line it reads, as a login waiting for
+// the pasted code does.
+func installFakeCLI(t *testing.T, e *testEnv, l lease, name string) {
+	t.Helper()
+	script := `mkdir -p "$HOME/bin" && printf '#!/bin/sh\necho "paste the code:"\nwhile read -r l; do echo "got:$l"; done\n' >"$HOME/bin/` + name +
+		`" && chmod +x "$HOME/bin/` + name + `" && echo 'PATH="$HOME/bin:$PATH"' >>"$HOME/.bash_profile"`
+	raw, err := e.call("environmentExecute", with(e.base(l.Metadata), "lease", l, "command", "sh", "args", []string{"-c", script}))
+	require.NoError(t, err)
+	code := decode[execResult](t, raw).ExitCode
+	require.NotNil(t, code)
+	require.Equal(t, 0, *code, "installing a fake %s", name)
+}
+
 // A login terminal runs the fixed Claude line on a real terminal; what the
 // user types reaches it, its output comes back as text after the open's
 // reply, and the close (keyed by the host route id) is acknowledged.
 func TestLoginPtyTypeReadClose(t *testing.T) {
 	e, l, _ := leased(t, nil)
+	installFakeCLI(t, e, l, "claude")
 	h := newChanHost(t, e)
 	route := uuid.NewString()
 	sid := h.openLogin(l, route, "claude", sessionHome(t))
-	// The emulator's machine has no claude: the interactive shell says so
-	// and stays, so the test can type into it.
-	h.until("launch line", func(log []frame) bool { return strings.Contains(loginOutput(t, log, sid), "claude") })
-	f := h.call("loginPtyInput", map[string]any{"workerSessionId": sid, "data": "echo code-$((40+2))-é\r"})
+	h.until("prompt", func(log []frame) bool { return strings.Contains(loginOutput(t, log, sid), "paste the code:") })
+	f := h.call("loginPtyInput", map[string]any{"workerSessionId": sid, "data": "code-42-é\r"})
 	require.Nil(t, f.Error)
-	log := h.until("typed output", func(log []frame) bool { return strings.Contains(loginOutput(t, log, sid), "code-42-é") })
+	log := h.until("typed output", func(log []frame) bool { return strings.Contains(loginOutput(t, log, sid), "got:code-42-é") })
 	for i, fr := range log {
-		if fr.Method == loginOutputMethod {
+		if fr.Method == rpc.LoginPtyOutputMethod {
 			require.Equal(t, json.RawMessage(`1`), log[0].ID, "the open's reply comes first")
 			require.Less(t, 0, i)
 			break
@@ -92,6 +105,31 @@ func TestLoginPtyCodexCreatesHomeAndReportsExit(t *testing.T) {
 	h.openLogin(l, uuid.NewString(), "codex", home)
 }
 
+// A login for an agent CLI the sandbox does not have ends: the terminal
+// shows the shell's message and exits 127, instead of leaving a shell open
+// behind the login dialog. Grok's line carries its home like Codex's.
+func TestLoginPtyMissingCLIExits127(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	h := newChanHost(t, e)
+	for _, key := range []string{"claude", "grok"} {
+		home := sessionHome(t)
+		sid := h.openLogin(l, uuid.NewString(), key, home)
+		log := h.until(key+" exit", func(log []frame) bool { return len(loginExits(t, log, sid)) > 0 })
+		x := loginExits(t, log, sid)
+		require.Len(t, x, 1, key)
+		require.NotNil(t, x[0].ExitCode, key)
+		require.Equal(t, 127, *x[0].ExitCode, key)
+		out := loginOutput(t, log, sid)
+		// bash's "exec: claude: not found", or env's "‘grok’: No such file
+		// or directory".
+		require.Regexp(t, key+`.*(not found|No such file or directory)`, out, "%s: the shell's message reaches the terminal", key)
+		if key == "grok" {
+			require.Contains(t, out, "exec env GROK_HOME='"+home+"' grok login --device-auth")
+		}
+	}
+	require.Empty(t, e.srv.PTYs(*l.ProviderLeaseID), "no terminal is left in the sandbox")
+}
+
 // A descriptor outside the contract is rejected before anything runs.
 func TestLoginPtyDescriptorRejected(t *testing.T) {
 	e, l, id := leased(t, nil)
@@ -99,7 +137,7 @@ func TestLoginPtyDescriptorRejected(t *testing.T) {
 	good := "/tmp/paperclip-adapter-login/" + uuid.NewString()
 	before := len(e.srv.Requests())
 	cases := []struct{ key, home string }{
-		{"grok", good}, {"", good}, {"Claude", good}, {"claude; rm -rf /", good},
+		{"gemini", good}, {"", good}, {"Claude", good}, {"claude; rm -rf /", good},
 		{"claude", strings.ToUpper(good)}, {"claude", good + "/"}, {"claude", good + "\n"},
 		{"claude", "/tmp/paperclip-adapter-login/../etc"}, {"codex", "tmp/paperclip-adapter-login/" + uuid.NewString()},
 		{"codex", "/tmp/paperclip-adapter-login/" + uuid.NewString() + "' x"}, {"codex", ""},
@@ -115,19 +153,31 @@ func TestLoginPtyDescriptorRejected(t *testing.T) {
 	require.JSONEq(t, `{"hostRouteId":"never-opened"}`, string(f.Result))
 }
 
-// Terminal output is decoded as UTF-8 across reads: a character split
-// between two reads stays whole, an invalid byte becomes U+FFFD.
-func TestLoginTextStream(t *testing.T) {
-	var ts textStream
-	e := []byte("é😀")
-	require.Equal(t, "a", ts.decode(append([]byte("a"), e[0])))
-	require.Equal(t, "é", ts.decode(e[1:2]))
-	require.Equal(t, "", ts.decode(e[2:4]))
-	require.Equal(t, "😀b", ts.decode(append(e[4:], 'b')))
-	require.Equal(t, "\uFFFDc", ts.decode([]byte{0xff, 'c'}))
-	require.Equal(t, "", ts.decode(e[2:3]))
-	require.Equal(t, "\uFFFD", ts.flush())
-	require.True(t, ts.charge(strings.Repeat("x", maxLoginTotalChars-2)))
-	require.False(t, ts.charge("😀x"), "😀 is two JavaScript characters")
-	require.True(t, ts.charge("😀"))
+// shutdown (the host sends it on every config save) ends every open
+// channel before it is answered: the host gets each route's exit, and no
+// terminal is left running in the sandbox.
+func TestShutdownEndsOpenChannels(t *testing.T) {
+	e, l, id := leased(t, nil)
+	installFakeCLI(t, e, l, "claude")
+	h := newChanHost(t, e, rpc.Options{OnShutdown: e.d.CloseChannels})
+	sid := h.openLogin(l, uuid.NewString(), "claude", sessionHome(t))
+	h.until("prompt", func(log []frame) bool { return strings.Contains(loginOutput(t, log, sid), "paste the code:") })
+	r := h.openDuplex(l, "duplex-shutdown", "cat")
+	require.Len(t, e.srv.PTYs(id), 2)
+
+	f := h.call("shutdown", nil)
+	require.Nil(t, f.Error)
+	h.mu.Lock()
+	log := append([]frame(nil), h.log...)
+	h.mu.Unlock()
+	reply := -1
+	for i, fr := range log {
+		if fr.Method == "" && string(fr.ID) == string(f.ID) {
+			reply = i
+		}
+	}
+	require.GreaterOrEqual(t, reply, 0)
+	require.Len(t, loginExits(t, log[:reply], sid), 1, "the login exit precedes the shutdown answer")
+	require.Len(t, exits(t, log[:reply], r.WorkerSessionID), 1, "the duplex exit precedes the shutdown answer")
+	require.Empty(t, e.srv.PTYs(id), "no terminal is left in the sandbox")
 }

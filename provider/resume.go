@@ -57,6 +57,7 @@ func (d *Driver) resume(ctx context.Context, p rpc.ResumeParams) (rpc.Lease, err
 	}
 	k := c.scope(p.EnvironmentBase, p.ProviderLeaseID)
 	if d.scopes.settling(k) {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return rpc.Lease{}, errors.New("The stopped Daytona sandbox is still settling cancelled work. Retry shortly.")
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.AcquireBudget())
@@ -250,14 +251,18 @@ func transientForHost(err error) error {
 	var te *daytona.TransportError
 	switch {
 	case errors.As(err, &rl):
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return fmt.Errorf("Daytona rate limit reached: %w", err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, daytona.ErrTimeout):
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return fmt.Errorf("Daytona sandbox resume timed out: %w", err)
 	case errors.Is(err, daytona.ErrServer):
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return fmt.Errorf("Daytona service unavailable: %w", err)
 	case errors.As(err, &ne), errors.As(err, &te):
 		// Any failed exchange (a reset, or an EOF that is not a net.Error)
 		// proves nothing about the sandbox.
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return fmt.Errorf("Daytona network error: %w", err)
 	}
 	return err

@@ -58,6 +58,7 @@ func (d *Driver) ensureStarted(ctx context.Context, c *account, sb *daytona.Sand
 			return nil, err
 		}
 		if attempt >= maxStartRetries {
+			//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 			return nil, fmt.Errorf("Daytona refused to start sandbox %s while it was changing state (service unavailable); the lease was preserved: %w", sb.ID, err)
 		}
 		sb = &daytona.Sandbox{ID: sb.ID, State: daytona.StateStopping}
@@ -86,6 +87,7 @@ func unrecoverable(sb *daytona.Sandbox) error {
 	if reason == "" {
 		reason = "unknown error"
 	}
+	//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 	return fmt.Errorf("Daytona sandbox %s is in an unrecoverable error state: %s", sb.ID, clamp.Echo(reason))
 }
 

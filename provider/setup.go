@@ -104,6 +104,7 @@ func parseSetup(out string) (setupResult, error) {
 			}
 		}
 	}
+	//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 	return setupResult{}, errors.New("Daytona workspace setup returned no workspace path")
 }
 
@@ -115,6 +116,7 @@ func runScript(ctx context.Context, c *account, sb *daytona.Sandbox, script stri
 		return "", err
 	}
 	if res.ExitCode != 0 {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return res.Result, fmt.Errorf("Daytona sandbox %s workspace setup failed with exit code %d", sb.ID, res.ExitCode)
 	}
 	return res.Result, nil

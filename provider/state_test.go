@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"github.com/daytonaworker/daytona-worker/rpc"
 	"maps"
 	"os"
 	"path/filepath"
@@ -202,8 +203,8 @@ func TestOverlappingTeardownsKeepTheGateClosedUntilBothEnd(t *testing.T) {
 
 func TestHealthReportsIdleEvidence(t *testing.T) {
 	e := newTestEnv(t, nil)
-	idle := func() IdleReport { return e.d.Health().Details["idle"].(IdleReport) }
-	require.Equal(t, IdleReport{SleepAllowed: true}, idle())
+	idle := func() rpc.IdleReport { return e.d.Health().Details["idle"].(rpc.IdleReport) }
+	require.Equal(t, rpc.IdleReport{SleepAllowed: true}, idle())
 
 	a, b := e.acquire(nil), e.acquire(nil)
 	require.Equal(t, 2, idle().Allocations)
@@ -227,7 +228,7 @@ func TestHealthReportsIdleEvidence(t *testing.T) {
 	require.Equal(t, 1, idle().Allocations)
 	_, err = e.call("environmentReleaseLease", e.leaseParams(b, nil))
 	require.NoError(t, err)
-	require.Equal(t, IdleReport{SleepAllowed: true}, idle())
+	require.Equal(t, rpc.IdleReport{SleepAllowed: true}, idle())
 
 	// An uncertain creation keeps the worker awake until it is resolved.
 	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rCreate, Status: 503, Times: 1})
@@ -247,12 +248,12 @@ func TestHealthProviderRequestDuringAHang(t *testing.T) {
 		done <- err
 	}()
 	require.NoError(t, e.srv.Await(context.Background(), func() bool { return f.Hits() == 1 }))
-	r := e.d.Health().Details["idle"].(IdleReport)
+	r := e.d.Health().Details["idle"].(rpc.IdleReport)
 	require.GreaterOrEqual(t, r.ProviderRequests, 1, "the hanging read is evidence")
 	require.False(t, r.SleepAllowed)
 	cancel() // the host gives up
 	require.Error(t, <-done)
-	require.Zero(t, e.d.Health().Details["idle"].(IdleReport).ProviderRequests)
+	require.Zero(t, e.d.Health().Details["idle"].(rpc.IdleReport).ProviderRequests)
 }
 
 func TestOverlappingWorkKeepsAllocationEvidenceUntilAQuietReceipt(t *testing.T) {

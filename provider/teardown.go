@@ -353,6 +353,7 @@ func (d *Driver) destroyFailedCreate(ctx context.Context, p rpc.ReleaseParams, r
 // the retention policy, recover an errored sandbox once, stop; never delete.
 func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, error) {
 	if deref(p.ProviderLeaseID) == "" {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return nil, errors.New("Daytona stop requires an exact sandbox identity")
 	}
 	t, end, err := d.beginTeardown(p)
@@ -371,6 +372,7 @@ func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, e
 		return nil, err
 	}
 	if sb == nil {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return nil, errors.New("Daytona retained sandbox is unavailable")
 	}
 	// The policy first: only a fresh read that shows auto-delete disabled
@@ -386,6 +388,7 @@ func (d *Driver) stop(ctx context.Context, p rpc.ReleaseParams) (*rpc.Receipt, e
 		return nil, err
 	}
 	if sb == nil || sb.AutoDeleteInterval == nil || *sb.AutoDeleteInterval != -1 {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return nil, errors.New("Daytona retention policy was not confirmed")
 	}
 	if sb.State == daytona.StateError {

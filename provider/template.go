@@ -21,39 +21,6 @@ import (
 // maxTemplateName is the longest snapshot name a capture gives.
 const maxTemplateName = 96
 
-// CaptureParams are environmentCaptureTemplate's params.
-type CaptureParams struct {
-	rpc.EnvironmentBase
-	ProviderLeaseID     *string        `json:"providerLeaseId"`
-	SetupMetadata       map[string]any `json:"setupMetadata"`
-	SourceTemplateRef   *string        `json:"sourceTemplateRef"`
-	PreviousTemplateRef *string        `json:"previousTemplateRef"`
-	TemplateLabel       *string        `json:"templateLabel"`
-	TimeoutMs           *float64       `json:"timeoutMs"`
-}
-
-// CaptureResult is environmentCaptureTemplate's result.
-type CaptureResult struct {
-	TemplateRef  string         `json:"templateRef"`
-	TemplateKind string         `json:"templateKind"`
-	Metadata     map[string]any `json:"metadata,omitempty"`
-}
-
-// DeleteTemplateParams are environmentDeleteTemplate's params.
-type DeleteTemplateParams struct {
-	rpc.EnvironmentBase
-	TemplateRef  string         `json:"templateRef"`
-	TemplateKind *string        `json:"templateKind"`
-	Metadata     map[string]any `json:"metadata"`
-	Reason       *string        `json:"reason"`
-}
-
-// DeleteTemplateResult is environmentDeleteTemplate's result.
-type DeleteTemplateResult struct {
-	Deleted  bool           `json:"deleted"`
-	Metadata map[string]any `json:"metadata,omitempty"`
-}
-
 var templateNameJunk = regexp.MustCompile(`[^a-z0-9._-]+`)
 
 // templateName is the snapshot name of a capture: the label trimmed,
@@ -76,7 +43,7 @@ func sanitizeTemplateName(s string) string {
 	return s
 }
 
-func (d *Driver) captureTemplate(ctx context.Context, p CaptureParams) (*CaptureResult, error) {
+func (d *Driver) captureTemplate(ctx context.Context, p rpc.CaptureParams) (*rpc.CaptureResult, error) {
 	id := deref(p.ProviderLeaseID)
 	if id == "" {
 		return nil, rpc.InvalidParams("Cannot capture a Daytona template without a setup sandbox lease.")
@@ -114,6 +81,7 @@ func (d *Driver) captureTemplate(ctx context.Context, p CaptureParams) (*Capture
 			if sn.ErrorReason != nil && *sn.ErrorReason != "" {
 				reason = *sn.ErrorReason
 			}
+			//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 			return fmt.Errorf("Daytona snapshot %s failed: %s", name, clamp.Echo(reason))
 		}
 		return nil
@@ -121,14 +89,14 @@ func (d *Driver) captureTemplate(ctx context.Context, p CaptureParams) (*Capture
 	if err != nil {
 		return nil, err
 	}
-	return &CaptureResult{TemplateKind: "snapshot", TemplateRef: name, Metadata: map[string]any{
+	return &rpc.CaptureResult{TemplateKind: "snapshot", TemplateRef: name, Metadata: map[string]any{
 		"provider": DriverKey, "sandboxId": id, "capturedAt": d.now().UTC().Format(isoMillis),
 		"sourceTemplateRefRedacted": deref(p.SourceTemplateRef) != "", "previousTemplateRefRedacted": deref(p.PreviousTemplateRef) != "",
 		"timeoutMs": timeoutMs,
 	}}, nil
 }
 
-func (d *Driver) deleteTemplate(ctx context.Context, p DeleteTemplateParams) (*DeleteTemplateResult, error) {
+func (d *Driver) deleteTemplate(ctx context.Context, p rpc.DeleteTemplateParams) (*rpc.DeleteTemplateResult, error) {
 	kind := deref(p.TemplateKind)
 	if kind == "" {
 		kind = "snapshot"
@@ -155,9 +123,9 @@ func (d *Driver) deleteTemplate(ctx context.Context, p DeleteTemplateParams) (*D
 	case errors.Is(err, daytona.ErrNotFound):
 		// Already gone: nothing was deleted now, and nothing is left.
 		md["missing"] = true
-		return &DeleteTemplateResult{Deleted: false, Metadata: md}, nil
+		return &rpc.DeleteTemplateResult{Deleted: false, Metadata: md}, nil
 	case err != nil:
 		return nil, err
 	}
-	return &DeleteTemplateResult{Deleted: true, Metadata: md}, nil
+	return &rpc.DeleteTemplateResult{Deleted: true, Metadata: md}, nil
 }

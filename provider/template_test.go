@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"github.com/daytonaworker/daytona-worker/rpc"
 	"strings"
 	"testing"
 
@@ -42,7 +43,7 @@ func TestCaptureTemplateFromALiveSetupSandbox(t *testing.T) {
 	raw, err := e.call("environmentCaptureTemplate", e.setupParams(id, "templateLabel", " Paperclip Env 1 ", "timeoutMs", 120000.7,
 		"sourceTemplateRef", "source-secret-ref", "previousTemplateRef", "previous-secret-ref"))
 	require.NoError(t, err)
-	got := decode[CaptureResult](t, raw)
+	got := decode[rpc.CaptureResult](t, raw)
 	require.Equal(t, "paperclip-env-1", got.TemplateRef)
 	require.Equal(t, "snapshot", got.TemplateKind)
 	md := got.Metadata
@@ -61,7 +62,7 @@ func TestCaptureTemplateFromALiveSetupSandbox(t *testing.T) {
 	require.ErrorIs(t, err, daytona.ErrConflict)
 	raw, err = e.call("environmentCaptureTemplate", e.setupParams(id))
 	require.NoError(t, err)
-	require.Regexp(t, `^paperclip-env-1-[0-9a-f]{8}$`, decode[CaptureResult](t, raw).TemplateRef)
+	require.Regexp(t, `^paperclip-env-1-[0-9a-f]{8}$`, decode[rpc.CaptureResult](t, raw).TemplateRef)
 
 	_, err = e.call("environmentCaptureTemplate", e.setupParams(nil))
 	require.EqualError(t, err, "Cannot capture a Daytona template without a setup sandbox lease.")
@@ -84,7 +85,7 @@ func TestDestroyWaitsForAnInFlightCapture(t *testing.T) {
 	close(gate)
 	r := wait(t, capture)
 	require.NoError(t, r.err)
-	require.Equal(t, "held", decode[CaptureResult](t, r.raw).TemplateRef)
+	require.Equal(t, "held", decode[rpc.CaptureResult](t, r.raw).TemplateRef)
 	require.NoError(t, wait(t, destroy).err)
 	require.Equal(t, "gone", e.state(id))
 	require.Len(t, e.srv.Snapshots(), 1, "the snapshot outlives its sandbox")
@@ -134,7 +135,7 @@ func TestCaptureTemplateWithHostileParams(t *testing.T) {
 	} {
 		raw, err := e.call("environmentCaptureTemplate", e.setupParams(id, "templateLabel", c.label, "timeoutMs", c.timeout))
 		require.NoError(t, err, "timeout %v", c.timeout)
-		got := decode[CaptureResult](t, raw)
+		got := decode[rpc.CaptureResult](t, raw)
 		require.Equal(t, c.want, got.Metadata["timeoutMs"])
 		require.Regexp(t, `^[a-z0-9._-]{1,96}$`, got.TemplateRef)
 	}
@@ -153,7 +154,7 @@ func TestDeleteTemplateWithHostileRefs(t *testing.T) {
 			require.Less(t, len(err.Error()), 2000, "%.40q", ref)
 			continue
 		}
-		got := decode[DeleteTemplateResult](t, raw)
+		got := decode[rpc.DeleteTemplateResult](t, raw)
 		require.NotContains(t, string(raw), ref)
 		require.Equal(t, "snapshot", got.Metadata["templateKind"], "%.40q", ref)
 	}

@@ -11,6 +11,14 @@ import (
 // runs once a response is on the wire, and methods whose requests must be
 // taken in arrival order although their answers may wait.
 
+// Notification methods of the channels.
+const (
+	LoginPtyOutputMethod = "loginPty.output"
+	LoginPtyExitMethod   = "loginPty.exit"
+	DuplexDataMethod     = "duplexChannel.data"
+	DuplexExitMethod     = "duplexChannel.exit"
+)
+
 // Notifier sends notifications of the serving session it came from, from
 // any goroutine and after the request that handed it out was answered.
 type Notifier struct{ s *server }

@@ -74,13 +74,15 @@ func (r *Registry) Methods() []string {
 // "<method> is not implemented by this plugin", while a method it does not
 // know at all is -32601 "Unknown method: <method>". The worker answers the
 // same way, so a host sees the same error from this plugin as from an SDK
-// plugin without that hook.
+// plugin without that hook. The list is the SDK's at paperclip ce51d868:
+// environmentTask is there (the worker declares no supportsTasks, so a host
+// never calls it), environmentCancelExecution, which no SDK has, is not.
 var sdkHooks = map[string]bool{
 	"environmentValidateConfig": true, "environmentProbe": true,
 	"environmentAcquireLease": true, "environmentResumeLease": true,
 	"environmentReleaseLease": true, "environmentDestroyLease": true,
 	"environmentStopLease": true, "environmentRealizeWorkspace": true,
-	"environmentExecute": true, "environmentCancelExecution": true,
+	"environmentExecute": true, "environmentTask": true,
 	"environmentSyncIn": true, "environmentSyncOut": true,
 	"environmentRunnerIngressEndpoint": true,
 	"environmentStartInteractiveSetup": true, "environmentGetInteractiveSetup": true,

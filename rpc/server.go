@@ -35,6 +35,16 @@ type Options struct {
 	Done <-chan struct{}
 	// OnInitialize is called with the initialize params before the reply.
 	OnInitialize func(ctx context.Context, p InitializeParams) error
+	// IdleWork reports the worker's own background work for
+	// prepareIdleSleep (docs/host.md#idle-sleep). When set, Serve adds and
+	// advertises prepareIdleSleep and releaseIdleSleep; nil leaves them out.
+	IdleWork func() IdleWork
+	// OnShutdown runs when the host asks shutdown, before the answer: the
+	// worker ends what must not outlive it while the host still listens.
+	OnShutdown func(ctx context.Context)
+
+	// now, in tests only, is the clock of idle holds; nil is time.Now.
+	now func() time.Time
 
 	// connected, in tests only, runs after the library made its connection
 	// and before Serve goes on: the library is already reading and
@@ -84,6 +94,8 @@ type server struct {
 	shutdown    chan struct{}
 	once        sync.Once
 	onInit      func(context.Context, InitializeParams) error
+	onShutdown  func(context.Context)
+	idle        idleDrain
 }
 
 // request is the state of one host request while it is served.
@@ -123,8 +135,17 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 		shutdown: make(chan struct{}),
 		onInit:   opts.OnInitialize,
 	}
+	s.onShutdown = opts.OnShutdown
+	s.idle.now = opts.now
+	if s.idle.now == nil {
+		s.idle.now = time.Now
+	}
+	s.stream.onAnswer = s.idle.callAnswered
 	s.base = context.WithValue(base, serverKey{}, s)
 	s.registerBuiltins()
+	if opts.IdleWork != nil {
+		s.registerIdle(opts.IdleWork)
+	}
 
 	// The library closes its connection when its context ends; it gets one
 	// that only Serve's own exit ends, so cancelled handlers can still answer.
@@ -193,7 +214,12 @@ func (s *server) registerBuiltins() {
 		s.log.Info("initialized", "hostVersion", p.InstanceInfo.HostVersion)
 		return InitializeResult{OK: true, SupportedMethods: s.reg.Methods()}, nil
 	}))
-	s.reg.Register("shutdown", func(context.Context, json.RawMessage) (any, error) { return nil, nil })
+	s.reg.Register("shutdown", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		if s.onShutdown != nil {
+			s.onShutdown(ctx)
+		}
+		return nil, nil
+	})
 	s.reg.RegisterInline("configChanged", func(context.Context, json.RawMessage) (any, error) { return nil, nil })
 	if !s.reg.Has("health") {
 		s.reg.RegisterInline("health", func(context.Context, json.RawMessage) (any, error) {
@@ -232,6 +258,20 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 		}
 		return
 	}
+	// Every request but the idle methods and shutdown is work in flight
+	// for idle sleep, and is refused while a hold is granted.
+	finish := s.handlers.done
+	if !idleExempt(req.Method) {
+		idleDone, err := s.idle.begin()
+		if err != nil {
+			s.handlers.done()
+			if !req.Notif {
+				s.reply(req, r, nil, err)
+			}
+			return
+		}
+		finish = func() { idleDone(); s.handlers.done() }
+	}
 	if s.reg.inline[req.Method] {
 		ctx := s.requestContext(r, req)
 		result, err := s.call(ctx, h, req)
@@ -239,7 +279,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 			// An ordered method: taken in order here, answered when its
 			// continuation is done (RegisterOrdered).
 			go func() {
-				defer s.handlers.done()
+				defer finish()
 				result, err := s.call(ctx, func(ctx context.Context, _ json.RawMessage) (any, error) { return l(ctx) }, req)
 				if !req.Notif {
 					s.reply(req, r, result, err)
@@ -247,14 +287,14 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 			}()
 			return
 		}
-		defer s.handlers.done()
+		defer finish()
 		if !req.Notif {
 			s.reply(req, r, result, err)
 		}
 		return
 	}
 	go func() {
-		defer s.handlers.done()
+		defer finish()
 		result, err := s.call(s.requestContext(r, req), h, req)
 		if req.Notif {
 			return

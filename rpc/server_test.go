@@ -91,12 +91,13 @@ func TestUnregisteredMethodsAnswerAsTheSDK(t *testing.T) {
 		code            int64
 	}{
 		// A hook the SDK knows, absent here: -32004 with the SDK's text.
-		{"environmentCancelExecution", "environmentCancelExecution is not implemented by this plugin", CodeMethodNotImplemented},
+		{"environmentTask", "environmentTask is not implemented by this plugin", CodeMethodNotImplemented},
 		{"environmentRunnerIngressEndpoint", "environmentRunnerIngressEndpoint is not implemented by this plugin", CodeMethodNotImplemented},
 		{"duplexChannelOpen", "duplexChannelOpen is not implemented by this plugin", CodeMethodNotImplemented},
 		{"loginPtyOpen", "loginPtyOpen is not implemented by this plugin", CodeMethodNotImplemented},
 		// A method the SDK does not know: -32601.
 		{"environmentNoSuchHook", "Unknown method: environmentNoSuchHook", CodeMethodNotFound},
+		{"environmentCancelExecution", "Unknown method: environmentCancelExecution", CodeMethodNotFound},
 		{"nope", "Unknown method: nope", CodeMethodNotFound},
 	} {
 		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{}}`, i, c.method))

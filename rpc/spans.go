@@ -56,8 +56,12 @@ func (s *server) sendSpan(r *request, rec span.Record) {
 		return
 	}
 	id := spanIDPrefix + strconv.FormatUint(spanSeq.Add(1), 10)
+	// Unanswered, the span is a host write that may still be going on: it
+	// counts against idle sleep until the host's answer arrives.
+	s.idle.callSent(strconv.Quote(id))
 	err := s.stream.writeFrame(spanRequest{JSONRPC: "2.0", ID: id, Method: "span.record", Params: rec, InvocationID: r.invocationID})
 	if err != nil {
+		s.idle.callAnswered(strconv.Quote(id))
 		s.log.Debug("could not send a span", "span", rec.Name, "err", err)
 	}
 }

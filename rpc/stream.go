@@ -52,6 +52,9 @@ type stream struct {
 	out      io.Writer
 	maxFrame int
 	log      *slog.Logger
+	// onAnswer is told the id (its JSON text) of each answer to a
+	// worker-to-host request; set before reading starts.
+	onAnswer func(id string)
 
 	wmu sync.Mutex // one Write per frame, frames never interleave
 
@@ -160,8 +163,12 @@ func (s *stream) classify(line []byte) ([]byte, bool) {
 	case f.has["method"]:
 		return quoteID(line, f), true
 	case isResponse && isSpanAnswer(f.id):
-		// The answer to a span.record: nothing waits for it.
+		// The answer to a span.record: nothing waits for it, but until it
+		// came the host's write was not known to be done.
 		s.log.Debug("span.record answered", "error", f.has["error"])
+		if s.onAnswer != nil {
+			s.onAnswer(string(f.id))
+		}
 	case isResponse:
 		// The worker sends the host no other requests, so no response is for it.
 		s.log.Warn("dropped a response: the worker sent the host no request")

@@ -9,7 +9,8 @@
 #      (dist/<profile>/ for a profile other than the default), and prints the
 #      tarball path as the last line of stdout.
 #
-# PROFILE: compat-2026.916 (default; the published host 2026.916.1) or current.
+# PROFILE: compat-2026.916 (default; the published host 2026.916.1),
+# compat-2026.10 (the October 2026 hosts) or current (the creation-operation host).
 # The package version is the profile's manifest version: npm/package.json
 # holds manifest.json's version (the compat profile's), and the current
 # profile's is that version with the prerelease tag "current" (0.1.0 ->
@@ -34,8 +35,9 @@ LDFLAGS="-s -w"
 
 case "$PROFILE" in
   compat-2026.916) OUT_DIR=${DIST_DIR:-$ROOT/dist} ;;
+  compat-2026.10) OUT_DIR=${DIST_DIR:-$ROOT/dist/compat-2026.10} ;;
   current) OUT_DIR=${DIST_DIR:-$ROOT/dist/current} ;;
-  *) echo "package: unknown PROFILE '$PROFILE' (want compat-2026.916 or current)" >&2; exit 2 ;;
+  *) echo "package: unknown PROFILE '$PROFILE' (want compat-2026.916, compat-2026.10 or current)" >&2; exit 2 ;;
 esac
 
 log() { echo "package: $*" >&2; }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The load check of the test suite (README "Development"): runs
+# The load check of the test suite (docs/development.md): runs
 # `go test -race ./...` RUNS times (default 5) while stress-ng keeps CPUS
 # workers (default 2) busy, and fails if any run fails. No test may measure
 # the machine, so a loaded machine must pass exactly like a quiet one.

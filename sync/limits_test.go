@@ -124,7 +124,7 @@ func TestDirectSizeAtTheLimit(t *testing.T) {
 	src := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(src, "at"), make([]byte, directMinSize), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(src, "under"), make([]byte, directMinSize-1), 0o600))
-	direct, err := planDirect(context.Background(), src, nil, false)
+	direct, err := planDirect(context.Background(), src, nil, false, nil)
 	require.NoError(t, err)
 	var names []string
 	for _, f := range direct {

@@ -95,9 +95,18 @@ func (t Target) script(o Options) *strings.Builder {
 
 // canonSource resolves the sandbox source src into $s and refuses it
 // (exit 42, "ESCAPE") unless it exists and lies inside the canonical root.
+//
+// A source that does not exist at all fails the same way, with the detail
+// MissingSource instead, so a caller can tell it from an escape (the sync
+// error diagnostic reports it as ENOENT).
 func canonSource(src string) string {
-	return "s=$(canon " + shell.Quote(src) + ") || { echo ESCAPE; exit 42; }\ninroot \"$s\" || { echo ESCAPE; exit 42; }\n"
+	q := shell.Quote(src)
+	return "s=$(canon " + q + ") || { if [ -e " + q + " ] || [ -L " + q + " ]; then echo ESCAPE; else echo " + MissingSource + "; fi; exit 42; }\ninroot \"$s\" || { echo ESCAPE; exit 42; }\n"
 }
+
+// MissingSource is the detail of a *SandboxCommandError whose source does
+// not exist (exit 42, like an escape).
+const MissingSource = "MISSING"
 
 // diskFullSignatures are the texts of ENOSPC, EDQUOT and EFBIG (docs/behavior.md#streaming-export),
 // plus GNU tar's "Wrote only N of M bytes": a short write to a regular file,

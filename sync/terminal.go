@@ -195,13 +195,18 @@ func (s *termStream) run(ctx context.Context) (total int64, rc int, err error) {
 				return
 			}
 			pool <- c.buf[:cap(c.buf)]
+			// Counted before it is sent: the sender's next frame may
+			// arrive as soon as the ack is out, and the reader must not
+			// see it before the ack it answers (a goroutine switch after
+			// the write made that a spurious "exceeded 16 unacknowledged
+			// frames" on a busy machine).
+			acked.Add(1)
 			if _, err := conn.WriteContext(ctx, []byte("A "+strconv.FormatInt(c.seq, 10)+"\n")); err != nil {
 				werr <- &StreamError{Msg: "acknowledging a frame", Err: err}
 				for range work {
 				}
 				return
 			}
-			acked.Add(1)
 		}
 		werr <- nil
 	}()

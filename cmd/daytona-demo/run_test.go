@@ -39,6 +39,10 @@ var (
 	buildOut  []byte
 )
 
+// hangGuard ends a demo that hangs; the demo's own steps carry their
+// budgets (acquire 330 s), so a slow machine fails on them, not here.
+const hangGuard = 6 * time.Minute
+
 func binaries(t *testing.T) []string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -58,10 +62,13 @@ func binaries(t *testing.T) []string {
 // (DAYTONA_API_KEY is cleared: tests never reach real Daytona.)
 func TestDemoRunsAFullLifecycle(t *testing.T) {
 	t.Setenv("DAYTONA_API_KEY", "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Built before the hang guard starts: a build on a busy machine is
+	// not the demo's time.
+	bins := binaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	var out bytes.Buffer
-	err := Run(ctx, binaries(t), &out, os.Stderr)
+	err := Run(ctx, bins, &out, os.Stderr)
 	require.NoError(t, err, "%s", out.String())
 	for _, step := range []string{"initialize", "acquire lease", "realize workspace", "execute", "sync in", "sync out",
 		"release lease", "resume lease", "destroy lease", "health", "shutdown"} {
@@ -122,11 +129,11 @@ func TestDemoFinishesAnUncertainCreate(t *testing.T) {
 	gate := make(chan struct{})
 	env.Server.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Gate: gate, Perform: true, Status: 500, Times: 1})
 	env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Status: 500, Times: 1})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	args := append(binaries(t), "-v") // built before the hang guard starts
+	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
 	out := &watched{changed: make(chan struct{}, 1)}
 	done := make(chan error, 1)
-	args := append(binaries(t), "-v")
 	go func() { done <- Run(ctx, args, out, os.Stderr) }()
 	out.await(ctx, t, regexp.MustCompile(`(?m)^  \.\.\.  acquire lease\s+still running after 1 s$`))
 	close(gate)

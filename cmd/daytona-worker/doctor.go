@@ -12,7 +12,6 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/clamp"
 	"github.com/daytonaworker/daytona-worker/internal/cli"
-	"github.com/daytonaworker/daytona-worker/provider"
 )
 
 const doctorUsage = `usage: daytona-worker doctor [--create] [--json] [account flags]
@@ -154,7 +153,7 @@ func (o *doctorOutput) trial(ctx context.Context, acct *account, flags accountFl
 	o.line("\n--create: one lease as a run would take it")
 	o.line(fmt.Sprintf("  %-16s %10s  %s", "STEP", "TIME", "RESULT"))
 	told := false
-	rep := acct.driver.Trial(ctx, acct.raw, func(s provider.TrialStep) {
+	rep := runTrial(ctx, acct.driver, acct.raw, func(s trialStep) {
 		if ctx.Err() != nil && !told {
 			told = true
 			o.line("  interrupted: deleting the sandbox (at most a few minutes; its name is printed if that fails)")

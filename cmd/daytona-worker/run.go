@@ -64,14 +64,17 @@ Print the worker version, the Go version and the platform.
 
 const manifestUsage = `usage: daytona-worker manifest [--profile P]
 
-Print the plugin manifest as one line of JSON. Profiles:
-  compat-2026.916  (default) for the published Paperclip host 2026.916.1,
-                   which rejects unknown environment-driver keys; what
-                   "make package" builds
-  current          for hosts of the newer contract: adds
+Print the plugin manifest as one line of JSON. Each profile installs on the
+hosts it names; a host refuses a driver key it does not know:
+  compat-2026.916  (default) the published Paperclip host 2026.916.1 (also
+                   installs on the October 2026 hosts); what "make
+                   package" builds
+  compat-2026.10   the October 2026 hosts (paperclip ce51d868): adds
+                   defaultAcquireTimeoutMs
+  current          the creation-operation host: adds
                    defaultAcquireTimeoutMs and creationOperationVersion
-The two profiles carry different versions (see README, Compatibility), so a
-host that saved one refreshes it when the other is installed.
+The profiles carry different versions (see README, Compatibility), so a
+host that saved one refreshes it when another is installed.
 `
 
 // envHelp lists every environment variable the worker (and its npm launcher)
@@ -223,7 +226,7 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o ser
 		debug.SetMemoryLimit(memoryLimit)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: o.level}))
-	reg := productRegistry(logger)
+	reg, drv := productRegistry(logger)
 	if o.register != nil {
 		o.register(reg)
 	}
@@ -233,15 +236,18 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer, o ser
 	if o.watchParent {
 		done = watchParent(ctx, expectedParent(), 250*time.Millisecond)
 	}
-	return rpc.Serve(ctx, stdin, stdout, rpc.Options{Registry: reg, Logger: logger, Done: done})
+	return rpc.Serve(ctx, stdin, stdout, rpc.Options{Registry: reg, Logger: logger, Done: done,
+		IdleWork: drv.IdleWork, OnShutdown: drv.CloseChannels})
 }
 
 // productRegistry holds every method the worker implements; initialize
-// advertises exactly these (plus rpc's built-ins).
-func productRegistry(logger *slog.Logger) *rpc.Registry {
+// advertises exactly these (plus rpc's built-ins, and the idle-sleep
+// methods rpc adds for the driver's IdleWork).
+func productRegistry(logger *slog.Logger) (*rpc.Registry, *provider.Driver) {
 	reg := rpc.NewRegistry()
-	provider.New(provider.Options{Logger: logger}).Register(reg)
-	return reg
+	drv := provider.New(provider.Options{Logger: logger})
+	drv.Register(reg)
+	return reg, drv
 }
 
 // logLevelEnv names the stderr log level.

@@ -241,7 +241,8 @@ func manifestProfile(t *testing.T, p provider.Profile) map[string]any {
 func TestManifestProfiles(t *testing.T) {
 	cur := manifestProfile(t, provider.ProfileCurrent)
 	compat := manifestProfile(t, provider.ProfileCompat2026916)
-	for _, m := range []map[string]any{cur, compat} {
+	oct := manifestProfile(t, provider.ProfileCompat202610)
+	for _, m := range []map[string]any{cur, compat, oct} {
 		require.NotEqual(t, "paperclip.daytona-sandbox-provider", m["id"], "must not claim the first-party id")
 		require.Regexp(t, `^[a-z0-9][a-z0-9._-]*$`, m["id"])
 		require.EqualValues(t, 1, m["apiVersion"])
@@ -272,6 +273,10 @@ func TestManifestProfiles(t *testing.T) {
 	curDriver := cur["environmentDrivers"].([]any)[0].(map[string]any)
 	require.EqualValues(t, 300000, curDriver["defaultAcquireTimeoutMs"])
 	require.EqualValues(t, 1, curDriver["creationOperationVersion"])
+	octDriver := oct["environmentDrivers"].([]any)[0].(map[string]any)
+	require.EqualValues(t, 300000, octDriver["defaultAcquireTimeoutMs"])
+	require.NotContains(t, octDriver, "creationOperationVersion", "the October 2026 hosts refuse it")
+	require.Equal(t, provider.ManifestVersion()+"-oct2026", oct["version"])
 
 	// The compat profile holds only what the 2026.916.1 validator accepts.
 	compatDriver := compat["environmentDrivers"].([]any)[0].(map[string]any)
@@ -295,7 +300,7 @@ func TestManifestProfiles(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &pkg))
 	require.Equal(t, compat["version"], pkg.Version, "npm/package.json holds the compat (manifest.json) version")
 	require.Equal(t, "MIT", pkg.License)
-	for _, m := range []map[string]any{cur, compat} {
+	for _, m := range []map[string]any{cur, compat, oct} {
 		require.Regexp(t, hostSemver, m["version"])
 	}
 
@@ -318,7 +323,7 @@ const hostSemver = `^\d+\.\d+\.\d+(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za
 var pendingCapabilities = map[string]string{}
 
 func TestDeclaredCapabilitiesAreBackedByMethods(t *testing.T) {
-	reg := productRegistry(slog.New(slog.DiscardHandler))
+	reg, _ := productRegistry(slog.New(slog.DiscardHandler))
 	caps, err := declaredCapabilities()
 	require.NoError(t, err)
 	require.NotEmpty(t, caps)

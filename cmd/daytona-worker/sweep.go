@@ -16,7 +16,6 @@ import (
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/cli"
 	"github.com/daytonaworker/daytona-worker/internal/jsvalue"
-	"github.com/daytonaworker/daytona-worker/provider"
 )
 
 const sweepUsage = `usage: daytona-worker sweep [filters] [--delete] [account flags]
@@ -256,7 +255,7 @@ func (p *progress) finish() {
 // sweepCommand is the sweep that removes what a doctor --create trial
 // could not, for the operator to run.
 func sweepCommand(runID string, a accountFlags) string {
-	args := []string{"daytona-worker", "sweep", "--company", provider.TrialCompany, "--run", runID, "--delete"}
+	args := []string{"daytona-worker", "sweep", "--company", trialCompany, "--run", runID, "--delete"}
 	if a.file != "" {
 		args = append(args, "--config", a.file)
 	}

@@ -304,30 +304,15 @@ func tbPermissions(c *call) {
 			return
 		}
 	}
-	uid, gid := -1, -1
-	if o := q.Get("owner"); o != "" {
-		if v, ok := c.sb.view.hostID(o, c.sb.user, os.Getuid()); ok {
-			uid = v
-		} else if v, err := strconv.Atoi(o); err == nil {
-			uid = v
-		} else if u, err := user.Lookup(o); err == nil {
-			uid, _ = strconv.Atoi(u.Uid)
-		} else {
-			writeEmpty(c.w, http.StatusBadRequest) // "user not found"
-			return
-		}
+	uid, ok := c.ownerID(q.Get("owner"), os.Getuid(), hostUserID)
+	if !ok {
+		writeEmpty(c.w, http.StatusBadRequest) // "user not found"
+		return
 	}
-	if g := q.Get("group"); g != "" {
-		if v, ok := c.sb.view.hostID(g, c.sb.user, os.Getgid()); ok {
-			gid = v
-		} else if v, err := strconv.Atoi(g); err == nil {
-			gid = v
-		} else if gr, err := user.LookupGroup(g); err == nil {
-			gid, _ = strconv.Atoi(gr.Gid)
-		} else {
-			writeEmpty(c.w, http.StatusBadRequest) // "group not found"
-			return
-		}
+	gid, ok := c.ownerID(q.Get("group"), os.Getgid(), hostGroupID)
+	if !ok {
+		writeEmpty(c.w, http.StatusBadRequest) // "group not found"
+		return
 	}
 	if uid != -1 || gid != -1 {
 		if err := os.Lchown(p, uid, gid); err != nil {
@@ -530,4 +515,42 @@ func tbBulkUpload(c *call) {
 		return
 	}
 	writeJSON(c.w, http.StatusOK, map[string]any{"files": files})
+}
+
+// ownerID resolves an owner or group the toolbox is asked for to a host id:
+// -1 for none, the sandbox view's id for the sandbox user or root, else a
+// number or a host name (lookup gives its id); false when unknown.
+func (c *call) ownerID(name string, ours int, lookup func(string) (string, error)) (int, bool) {
+	if name == "" {
+		return -1, true
+	}
+	if v, ok := c.sb.view.hostID(name, c.sb.user, ours); ok {
+		return v, true
+	}
+	if v, err := strconv.Atoi(name); err == nil {
+		return v, true
+	}
+	id, err := lookup(name)
+	if err != nil {
+		return 0, false
+	}
+	v, _ := strconv.Atoi(id)
+	return v, true
+}
+
+// hostUserID and hostGroupID look a name up on the host.
+func hostUserID(name string) (string, error) {
+	u, err := user.Lookup(name)
+	if err != nil {
+		return "", err
+	}
+	return u.Uid, nil
+}
+
+func hostGroupID(name string) (string, error) {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return "", err
+	}
+	return g.Gid, nil
 }

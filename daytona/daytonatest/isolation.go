@@ -250,10 +250,41 @@ func (sb *sandbox) setupTree(m method, dir, id, user string) error {
 		{"/home", filepath.Join(sb.root, "home")},
 		{sandboxTmp, hostTmp},
 	}, method: m}
-	if err := os.Chmod(hostTmp, 0o1777); err != nil {
+	// Sticky, as a sandbox's /tmp is: Go's os.Chmod takes the sticky bit
+	// as os.ModeSticky and drops a raw 0o1000.
+	if err := os.Chmod(hostTmp, 0o777|os.ModeSticky); err != nil {
+		return err
+	}
+	if err := writeUserDB(sb.root, user); err != nil {
 		return err
 	}
 	return sb.view.own(sb.hostHome)
+}
+
+// writeUserDB writes the sandbox's /etc/passwd and /etc/group (the stage
+// binds them over the host's): the host's entries, except that uid and gid
+// 1000 are the sandbox user's, so the shell prompt and id name the
+// sandbox user, not whoever has uid 1000 on the host.
+func writeUserDB(root, user string) error {
+	for _, f := range []struct{ host, line string }{
+		{"/etc/passwd", user + ":x:1000:1000::/home/" + user + ":/bin/bash"},
+		{"/etc/group", user + ":x:1000:"},
+	} {
+		b, _ := os.ReadFile(f.host) // no host file: only the sandbox user
+		var out []string
+		for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+			fs := strings.Split(l, ":")
+			if l == "" || (len(fs) > 2 && (fs[2] == "1000" || fs[0] == user)) {
+				continue
+			}
+			out = append(out, l)
+		}
+		out = append(out, f.line)
+		if err := os.WriteFile(filepath.Join(root, filepath.Base(f.host)), []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // own gives a host file the sandbox user's ownership, as files the

@@ -35,6 +35,7 @@ type stageSpec struct {
 	Dir    string `json:"dir"`    // the command's work dir, a sandbox path
 	SetUID bool   `json:"setuid"` // root method: drop to the sandbox user
 	TTY    bool   `json:"tty"`    // stdin is the PTY: give it to the sandbox user
+	Root   string `json:"root"`   // holds passwd and group, bound over /etc's
 }
 
 func init() {
@@ -78,6 +79,13 @@ func enterSandbox(spec string) error {
 	}
 	if err := syscall.Mount("none", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("make mounts private: %w", err)
+	}
+	// The sandbox's user database first: its sources lie under the
+	// sandbox root, which the /home and /tmp binds may hide.
+	for _, f := range []string{"passwd", "group"} {
+		if err := syscall.Mount(filepath.Join(sp.Root, f), "/etc/"+f, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("bind the sandbox's /etc/%s: %w", f, err)
+		}
 	}
 	// Both sources are opened before anything is mounted: either may lie
 	// under /home or /tmp of the host.
@@ -140,7 +148,7 @@ func (sb *sandbox) stageCommand(argv []string, dir string, env []string, tty boo
 	}
 	spec, err := json.Marshal(stageSpec{
 		Home: filepath.Join(sb.root, "home"), Tmp: filepath.Join(sb.root, "tmp"),
-		Dir: dir, SetUID: sb.view.method == methodRootNS, TTY: tty,
+		Dir: dir, SetUID: sb.view.method == methodRootNS, TTY: tty, Root: sb.root,
 	})
 	if err != nil {
 		return nil, err
@@ -171,8 +179,10 @@ func (sb *sandbox) stageCommand(argv []string, dir string, env []string, tty boo
 // host), binds them, hands a PTY to the sandbox user and execs the command
 // as that user through setpriv. Its failures exit 126 with the tool's
 // message on stderr, as the Go stage's do.
-const shellStage = `h=$1 t=$2 d=$3 tty=$4 mount=$5 setpriv=$6; shift 6
+const shellStage = `h=$1 t=$2 d=$3 tty=$4 mount=$5 setpriv=$6 pw=$7 gr=$8; shift 8
 exec 8<"$h" 9<"$t" || exit 126
+"$mount" --bind "$pw" /etc/passwd || exit 126
+"$mount" --bind "$gr" /etc/group || exit 126
 "$mount" --bind /proc/self/fd/8 /home || exit 126
 "$mount" --bind /proc/self/fd/9 /tmp || exit 126
 exec 8<&- 9<&-
@@ -204,7 +214,8 @@ func (sb *sandbox) shellStageCommand(t stageTools, argv []string, dir string, en
 		tf = "1"
 	}
 	args := append([]string{t.sh, "-c", shellStage, "sandbox-stage",
-		filepath.Join(sb.root, "home"), filepath.Join(sb.root, "tmp"), dir, tf, t.mount, t.setpriv}, argv...)
+		filepath.Join(sb.root, "home"), filepath.Join(sb.root, "tmp"), dir, tf, t.mount, t.setpriv,
+		filepath.Join(sb.root, "passwd"), filepath.Join(sb.root, "group")}, argv...)
 	return &osexec.Cmd{
 		Path:        t.sh,
 		Args:        args,

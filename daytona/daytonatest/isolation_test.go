@@ -80,9 +80,11 @@ func ownerOf(t *testing.T, p string) (uint32, uint32) {
 // whoami prints the user, work dir and environment as a command sees them.
 // The PTY echoes the command line, so the answer is only recognisable
 // once expanded.
-const whoami = `echo "R:$(id -u):$(id -g):$(pwd):$HOME:$USER:$TMPDIR:"`
+// The user and group names are the sandbox's, whoever has uid 1000 on the
+// host; /tmp is world-writable and sticky.
+const whoami = `echo "R:$(id -u):$(id -g):$(pwd):$HOME:$USER:$TMPDIR:$(id -un):$(id -gn):$(stat -c %a /tmp):"`
 
-const wantWhoami = "R:1000:1000:/home/daytona:/home/daytona:daytona:/tmp:"
+const wantWhoami = "R:1000:1000:/home/daytona:/home/daytona:daytona:/tmp:daytona:daytona:1777:"
 
 // Every way a sandbox runs a command (one-shot execute, a session, a PTY)
 // runs it as uid/gid 1000 in /home/daytona with /tmp as TMPDIR, and the

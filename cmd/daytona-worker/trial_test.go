@@ -1,23 +1,47 @@
-package provider
+package main
 
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
+	"github.com/daytonaworker/daytona-worker/provider"
 )
 
-func (e *testEnv) trial(ctx context.Context) (TrialReport, []string) {
+// trialEnv is a driver on an emulator, as doctor --create uses it.
+type trialEnv struct {
+	t   *testing.T
+	srv *daytonatest.Server
+	d   *provider.Driver
+	cfg map[string]any
+}
+
+func newTestEnv(t *testing.T, cfg map[string]any) *trialEnv {
+	env := testenv.New(t)
+	retry := daytona.RetryPolicy{MaxRetries: 2, BackOff: testenv.FastBackOff,
+		Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() }}
+	e := &trialEnv{t: t, srv: env.Server, cfg: map[string]any{"apiKey": env.Server.APIKey(), "apiUrl": env.Server.URL(), "timeoutMs": 20000}}
+	maps.Copy(e.cfg, cfg)
+	e.d = provider.New(provider.Options{Env: func(string) (string, bool) { return "", false },
+		HTTPClient: &http.Client{}, PollBackOff: testenv.FastBackOff, RetryPolicy: &retry})
+	return e
+}
+
+func (e *trialEnv) trial(ctx context.Context) (trialReport, []string) {
 	e.t.Helper()
 	raw, err := json.Marshal(e.cfg)
 	require.NoError(e.t, err)
 	var seen []string
-	rep := e.d.Trial(ctx, raw, func(s TrialStep) { seen = append(seen, s.Name) })
+	rep := runTrial(ctx, e.d, raw, func(s trialStep) { seen = append(seen, s.Name) })
 	return rep, seen
 }
 
@@ -76,7 +100,7 @@ func TestTrialNamesWhatItCouldNotRemove(t *testing.T) {
 }
 
 // trialOK: every step succeeded and nothing is left.
-func trialOK(r TrialReport) bool {
+func trialOK(r trialReport) bool {
 	for _, s := range r.Steps {
 		if s.Err != nil {
 			return false

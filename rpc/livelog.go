@@ -1,12 +1,10 @@
-package provider
+package rpc
 
 import (
 	"context"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
 // Live output batching (docs/exec.md#live-output-to-the-host). The first
@@ -28,7 +26,7 @@ const (
 	// fewer than this.
 	burstMax = 64 << 10
 	// pendingMax: a batch this large goes out without waiting for the
-	// window (rpc.ExecuteLog cuts it to the host's chunk limit), and
+	// window (ExecuteLog cuts it to the host's chunk limit), and
 	// beyond it a write waits for the send under way (the command's
 	// output is then read no faster than the host takes it). Large, so
 	// that fast output still gathered at the command's end is dropped
@@ -36,13 +34,13 @@ const (
 	pendingMax = 8 << 20
 )
 
-// logSink forwards live output as execute.log notifications, in order per
+// LiveLog forwards live output as execute.log notifications, in order per
 // stream and across streams, one send at a time. close must be called
 // before the execute's response: it waits for the send under way, and
 // sends or drops what is left.
-type logSink struct {
+type LiveLog struct {
 	ctx    context.Context
-	send   func(ctx context.Context, stream rpc.LogStream, text string) error
+	send   func(ctx context.Context, stream LogStream, text string) error
 	window time.Duration
 
 	mu       sync.Mutex
@@ -58,18 +56,21 @@ type logSink struct {
 }
 
 type logPiece struct {
-	stream rpc.LogStream
+	stream LogStream
 	text   strings.Builder
 }
 
-func newLogSink(ctx context.Context) *logSink {
-	s := &logSink{ctx: ctx, send: rpc.ExecuteLog, window: coalesceWindow}
+// NewLiveLog returns the live output of the request ctx serves; it sends
+// through ExecuteLog.
+func NewLiveLog(ctx context.Context) *LiveLog {
+	s := &LiveLog{ctx: ctx, send: ExecuteLog, window: coalesceWindow}
 	s.idle.L = &s.mu
 	return s
 }
 
-// write is the exec.Sink.
-func (s *logSink) write(stream, text string) error {
+// Write takes output of a stream ("stdout" or "stderr"): it is the
+// command runner's sink (exec.Sink).
+func (s *LiveLog) Write(stream, text string) error {
 	s.mu.Lock()
 	for s.sending && s.size >= pendingMax && !s.closed && !s.failed {
 		s.idle.Wait()
@@ -78,7 +79,7 @@ func (s *logSink) write(stream, text string) error {
 		s.mu.Unlock()
 		return nil
 	}
-	st := rpc.LogStream(stream)
+	st := LogStream(stream)
 	if n := len(s.pending); n == 0 || s.pending[n-1].stream != st {
 		s.pending = append(s.pending, logPiece{stream: st})
 	}
@@ -100,7 +101,7 @@ func (s *logSink) write(stream, text string) error {
 }
 
 // takeLocked removes the pending batch and marks a send under way.
-func (s *logSink) takeLocked() []logPiece {
+func (s *LiveLog) takeLocked() []logPiece {
 	s.stopTimerLocked()
 	b := s.pending
 	s.pending, s.size = nil, 0
@@ -108,7 +109,7 @@ func (s *logSink) takeLocked() []logPiece {
 	return b
 }
 
-func (s *logSink) stopTimerLocked() {
+func (s *LiveLog) stopTimerLocked() {
 	if s.timer != nil {
 		s.timer.Stop()
 		s.timer = nil
@@ -117,7 +118,7 @@ func (s *logSink) stopTimerLocked() {
 
 // sendBatch sends b without holding s.mu (writes keep gathering), then
 // schedules what gathered meanwhile.
-func (s *logSink) sendBatch(b []logPiece) {
+func (s *LiveLog) sendBatch(b []logPiece) {
 	failed := false
 	for i := range b {
 		if err := s.send(s.ctx, b[i].stream, b[i].text.String()); err != nil {
@@ -140,7 +141,7 @@ func (s *logSink) sendBatch(b []logPiece) {
 // nextLocked schedules the pending batch: at once when it is full,
 // otherwise a window after the last send (or after bulk output that ended
 // a quiet spell).
-func (s *logSink) nextLocked() {
+func (s *LiveLog) nextLocked() {
 	if s.closed || s.failed || s.sending || len(s.pending) == 0 {
 		return
 	}
@@ -156,7 +157,7 @@ func (s *logSink) nextLocked() {
 	}
 }
 
-func (s *logSink) tick(seq uint64) {
+func (s *LiveLog) tick(seq uint64) {
 	s.mu.Lock()
 	if seq != s.timerSeq || s.timer == nil {
 		s.mu.Unlock()
@@ -172,10 +173,10 @@ func (s *logSink) tick(seq uint64) {
 	s.sendBatch(b)
 }
 
-// close ends the sink: it waits for the send under way, then sends what
+// Close ends the live output: it waits for the send under way, then sends what
 // is pending, or drops it when drop is set (the result that follows holds
 // every byte of it). Later writes are dropped.
-func (s *logSink) close(drop bool) {
+func (s *LiveLog) Close(drop bool) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

@@ -1,11 +1,11 @@
-package provider
+package channel
 
 import "sync"
 
 // Outbox bounds: one take is at most one data frame; the reader waits
 // while this much is not yet forwarded.
 const (
-	maxTake   = maxDuplexChunk
+	maxTake   = MaxDuplexChunk
 	maxOutbox = 4 << 20
 )
 

@@ -1,4 +1,4 @@
-package provider
+package rpc
 
 import (
 	"context"
@@ -8,20 +8,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
 )
 
 type sent struct {
-	stream rpc.LogStream
+	stream LogStream
 	text   string
 }
 
-func recordingSink() (*logSink, func() []sent) {
+func recordingSink() (*LiveLog, func() []sent) {
 	var mu sync.Mutex
 	var got []sent
-	s := newLogSink(context.Background())
-	s.send = func(_ context.Context, st rpc.LogStream, text string) error {
+	s := NewLiveLog(context.Background())
+	s.send = func(_ context.Context, st LogStream, text string) error {
 		mu.Lock()
 		got = append(got, sent{st, text})
 		mu.Unlock()
@@ -32,18 +31,18 @@ func recordingSink() (*logSink, func() []sent) {
 
 func TestLogSinkSendsFirstBytesAtOnceAndCoalescesTheRest(t *testing.T) {
 	s, got := recordingSink()
-	require.NoError(t, s.write("stdout", "a"))
-	require.Equal(t, []sent{{rpc.Stdout, "a"}}, got(), "the first bytes after a quiet spell are not held back")
+	require.NoError(t, s.Write("stdout", "a"))
+	require.Equal(t, []sent{{Stdout, "a"}}, got(), "the first bytes after a quiet spell are not held back")
 	for range 100 {
-		require.NoError(t, s.write("stdout", "b"))
+		require.NoError(t, s.Write("stdout", "b"))
 	}
-	require.NoError(t, s.write("stderr", "e"))
-	require.NoError(t, s.write("stdout", "c"))
-	s.close(false)
+	require.NoError(t, s.Write("stderr", "e"))
+	require.NoError(t, s.Write("stdout", "c"))
+	s.Close(false)
 	all := got()
 	var out, errs strings.Builder
 	for _, g := range all {
-		if g.stream == rpc.Stdout {
+		if g.stream == Stdout {
 			out.WriteString(g.text)
 		} else {
 			errs.WriteString(g.text)
@@ -53,21 +52,21 @@ func TestLogSinkSendsFirstBytesAtOnceAndCoalescesTheRest(t *testing.T) {
 	require.Equal(t, "e", errs.String())
 	require.Less(t, len(all), 20, "103 writes were batched into few notifications")
 	// Nothing is sent after close.
-	require.NoError(t, s.write("stdout", "late"))
+	require.NoError(t, s.Write("stdout", "late"))
 	require.Equal(t, len(all), len(got()))
 }
 
 func TestLogSinkFullBatchGoesOutImmediately(t *testing.T) {
-	s := newLogSink(context.Background())
+	s := NewLiveLog(context.Background())
 	s.window = time.Hour // only a full batch can go out before close
 	sends := make(chan sent, 4)
-	s.send = func(_ context.Context, st rpc.LogStream, text string) error { sends <- sent{st, text}; return nil }
-	require.NoError(t, s.write("stdout", "x"))
-	require.Equal(t, sent{rpc.Stdout, "x"}, <-sends)
+	s.send = func(_ context.Context, st LogStream, text string) error { sends <- sent{st, text}; return nil }
+	require.NoError(t, s.Write("stdout", "x"))
+	require.Equal(t, sent{Stdout, "x"}, <-sends)
 	big := strings.Repeat("y", pendingMax)
-	require.NoError(t, s.write("stdout", big))
-	require.True(t, <-sends == sent{rpc.Stdout, big}, "a full batch does not wait for the window")
-	s.close(false)
+	require.NoError(t, s.Write("stdout", big))
+	require.True(t, <-sends == sent{Stdout, big}, "a full batch does not wait for the window")
+	s.Close(false)
 	require.Empty(t, sends)
 }
 
@@ -81,38 +80,38 @@ func TestLogSinkHoldsBulkOutputForTheWindow(t *testing.T) {
 		s, got := recordingSink()
 		s.window = time.Hour
 		bulk := strings.Repeat("b", burstMax)
-		require.NoError(t, s.write("stdout", bulk))
-		require.NoError(t, s.write("stdout", "c"))
+		require.NoError(t, s.Write("stdout", bulk))
+		require.NoError(t, s.Write("stdout", "c"))
 		require.Zero(t, len(got()), "bulk output waits for the window")
-		s.close(drop)
+		s.Close(drop)
 		all := got()
 		if drop {
 			require.Zero(t, len(all), "dropped: the result holds it")
 		} else {
 			require.Len(t, all, 1)
-			require.True(t, all[0] == sent{rpc.Stdout, bulk + "c"}, "sent in one chunk")
+			require.True(t, all[0] == sent{Stdout, bulk + "c"}, "sent in one chunk")
 		}
 	}
 	// The window does fire for it.
-	s := newLogSink(context.Background())
+	s := NewLiveLog(context.Background())
 	s.window = time.Millisecond
 	sends := make(chan sent, 1)
-	s.send = func(_ context.Context, st rpc.LogStream, text string) error { sends <- sent{st, text}; return nil }
-	require.NoError(t, s.write("stderr", strings.Repeat("e", burstMax)))
-	require.True(t, <-sends == sent{rpc.Stderr, strings.Repeat("e", burstMax)})
-	s.close(false)
+	s.send = func(_ context.Context, st LogStream, text string) error { sends <- sent{st, text}; return nil }
+	require.NoError(t, s.Write("stderr", strings.Repeat("e", burstMax)))
+	require.True(t, <-sends == sent{Stderr, strings.Repeat("e", burstMax)})
+	s.Close(false)
 }
 
 // TestLogSinkGathersWhileTheHostWriterIsBusy: writes made while a send
 // to the host is under way return at once (the command's output keeps
 // being read) and go out together in the next chunk.
 func TestLogSinkGathersWhileTheHostWriterIsBusy(t *testing.T) {
-	s := newLogSink(context.Background())
+	s := NewLiveLog(context.Background())
 	s.window = time.Hour
 	started, release := make(chan struct{}), make(chan struct{})
 	var mu sync.Mutex
 	var got []sent
-	s.send = func(_ context.Context, st rpc.LogStream, text string) error {
+	s.send = func(_ context.Context, st LogStream, text string) error {
 		mu.Lock()
 		got = append(got, sent{st, text})
 		first := len(got) == 1
@@ -123,12 +122,12 @@ func TestLogSinkGathersWhileTheHostWriterIsBusy(t *testing.T) {
 		}
 		return nil
 	}
-	go func() { _ = s.write("stdout", "a") }() // sent at once, and held
+	go func() { _ = s.Write("stdout", "a") }() // sent at once, and held
 	<-started
 	wrote := make(chan struct{})
 	go func() {
 		for range 100 {
-			_ = s.write("stdout", "b")
+			_ = s.Write("stdout", "b")
 		}
 		close(wrote)
 	}()
@@ -138,8 +137,8 @@ func TestLogSinkGathersWhileTheHostWriterIsBusy(t *testing.T) {
 		t.Fatal("writes waited for the send under way")
 	}
 	close(release)
-	s.close(false)
-	require.Equal(t, []sent{{rpc.Stdout, "a"}, {rpc.Stdout, strings.Repeat("b", 100)}}, got)
+	s.Close(false)
+	require.Equal(t, []sent{{Stdout, "a"}, {Stdout, strings.Repeat("b", 100)}}, got)
 }
 
 // TestLogSinkCloseDropsPendingChunks: chunks still gathered when the
@@ -149,24 +148,24 @@ func TestLogSinkCloseDropsPendingChunks(t *testing.T) {
 	for _, drop := range []bool{true, false} {
 		s, got := recordingSink()
 		s.window = time.Hour
-		require.NoError(t, s.write("stdout", "a"))
-		require.NoError(t, s.write("stdout", "b"))
-		require.NoError(t, s.write("stderr", "c"))
-		s.close(drop)
-		want := []sent{{rpc.Stdout, "a"}}
+		require.NoError(t, s.Write("stdout", "a"))
+		require.NoError(t, s.Write("stdout", "b"))
+		require.NoError(t, s.Write("stderr", "c"))
+		s.Close(drop)
+		want := []sent{{Stdout, "a"}}
 		if !drop {
-			want = append(want, sent{rpc.Stdout, "b"}, sent{rpc.Stderr, "c"})
+			want = append(want, sent{Stdout, "b"}, sent{Stderr, "c"})
 		}
 		require.Equal(t, want, got(), "drop %v", drop)
 	}
 }
 
 func TestLogSinkStopsAfterTheHostRefuses(t *testing.T) {
-	s := newLogSink(context.Background())
+	s := NewLiveLog(context.Background())
 	calls := 0
-	s.send = func(context.Context, rpc.LogStream, string) error { calls++; return errors.New("answered") }
-	require.NoError(t, s.write("stdout", "a"))
-	require.NoError(t, s.write("stdout", strings.Repeat("b", pendingMax)))
-	s.close(false)
+	s.send = func(context.Context, LogStream, string) error { calls++; return errors.New("answered") }
+	require.NoError(t, s.Write("stdout", "a"))
+	require.NoError(t, s.Write("stdout", strings.Repeat("b", pendingMax)))
+	s.Close(false)
 	require.Equal(t, 1, calls)
 }

@@ -1,4 +1,4 @@
-package provider
+package main
 
 import (
 	"bytes"
@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,34 +14,17 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
-	"github.com/daytonaworker/daytona-worker/provider/config"
+	"github.com/daytonaworker/daytona-worker/provider"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/google/uuid"
 )
-
-// Client builds the Daytona client a call with this config would use, the
-// way every environment method builds it (same key resolution, endpoint,
-// region, HTTP client, retry and poll policy), for operator commands that
-// talk to the account outside a lease (daytona-worker doctor and sweep).
-func (d *Driver) Client(raw json.RawMessage) (*daytona.Client, config.Config, error) {
-	c, err := d.resolveAccount(raw)
-	if err != nil {
-		return nil, config.Config{}, err
-	}
-	return c.client, c.cfg, nil
-}
-
-// HTTPClient is the HTTP client (transport and connection pool) every
-// Daytona client of this driver uses, for an operator command's reads that
-// the daytona client has no route for.
-func (d *Driver) HTTPClient() *http.Client { return d.http }
 
 // The scope of a trial lease's sandbox: its company label, and the prefix
 // of its run label (a UUID follows), so `daytona-worker sweep --company
 // daytona-worker-doctor` finds any a trial could not remove.
 const (
-	TrialCompany     = "daytona-worker-doctor"
-	TrialEnvironment = "doctor"
+	trialCompany     = "daytona-worker-doctor"
+	trialEnvironment = "doctor"
 	trialRunPrefix   = "doctor-"
 )
 
@@ -55,45 +37,48 @@ const trialCleanupBound = 2 * time.Minute
 // for a create that is not visible yet.
 const trialObserveTries = 5
 
-// TrialStep is one timed step of a trial lease.
-type TrialStep struct {
+// trialStep is one timed step of a trial lease.
+type trialStep struct {
 	Name   string
 	Took   time.Duration
 	Detail string
 	Err    error
 }
 
-// TrialReport is what a trial lease did.
-type TrialReport struct {
+// trialReport is what a trial lease did.
+type trialReport struct {
 	// RunID is the run label of the trial's sandbox.
 	RunID string
 	// Steps are the steps in order, including the cleanup.
-	Steps []TrialStep
+	Steps []trialStep
 	// Leftover names the sandbox (or creation name) whose removal could not
 	// be confirmed; "" when nothing is left behind.
 	Leftover string
 }
 
-// Trial runs one lease exactly as a run would, through the same methods the
-// host calls: acquire, execute `echo ok`, sync a small tree in and back out,
-// destroy. each (optional) sees every step as it ends. However ctx ends
+// runTrial runs one lease exactly as a run would, through the handlers the
+// host calls (the worker's registry, params and results as JSON): acquire,
+// execute `echo ok`, sync a small tree in and back out, destroy. each (optional) sees every step as it ends. However ctx ends
 // (Ctrl-C), what was created is destroyed with a fresh bound: a lease by
 // environmentDestroyLease, an interrupted or uncertain create through its
 // cleanup envelope as the host would finish it, and anything still carrying
 // the trial's run label by cleanup's sweep. What could not be confirmed
 // gone is named in Leftover.
-func (d *Driver) Trial(ctx context.Context, raw json.RawMessage, each func(TrialStep)) TrialReport {
-	t := &trial{d: d, raw: raw, each: each, rep: TrialReport{RunID: trialRunPrefix + uuid.NewString()}}
+func runTrial(ctx context.Context, d *provider.Driver, raw json.RawMessage, each func(trialStep)) trialReport {
+	reg := rpc.NewRegistry()
+	d.Register(reg)
+	t := &trial{d: d, reg: reg, raw: raw, each: each, rep: trialReport{RunID: trialRunPrefix + uuid.NewString()}}
 	t.run(ctx)
 	t.cleanup(ctx)
 	return t.rep
 }
 
 type trial struct {
-	d        *Driver
+	d        *provider.Driver
+	reg      *rpc.Registry
 	raw      json.RawMessage
-	each     func(TrialStep)
-	rep      TrialReport
+	each     func(trialStep)
+	rep      trialReport
 	lease    *rpc.Lease
 	leaseCfg json.RawMessage
 	envelope *cleanup.Envelope // an uncertain create to finish
@@ -101,7 +86,7 @@ type trial struct {
 }
 
 func (t *trial) base(cfg json.RawMessage) rpc.EnvironmentBase {
-	return rpc.EnvironmentBase{DriverKey: DriverKey, CompanyID: TrialCompany, EnvironmentID: TrialEnvironment, Config: cfg}
+	return rpc.EnvironmentBase{DriverKey: provider.DriverKey, CompanyID: trialCompany, EnvironmentID: trialEnvironment, Config: cfg}
 }
 
 // step runs fn as a named step, unless an earlier one failed.
@@ -111,7 +96,7 @@ func (t *trial) step(ctx context.Context, name string, fn func(ctx context.Conte
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
-	s := TrialStep{Name: name, Took: time.Since(start), Detail: detail, Err: err}
+	s := trialStep{Name: name, Took: time.Since(start), Detail: detail, Err: err}
 	t.rep.Steps = append(t.rep.Steps, s)
 	if t.each != nil {
 		t.each(s)
@@ -121,7 +106,7 @@ func (t *trial) step(ctx context.Context, name string, fn func(ctx context.Conte
 
 func (t *trial) run(ctx context.Context) {
 	ok := t.step(ctx, "acquire", func(ctx context.Context) (string, error) {
-		l, err := t.d.acquire(ctx, rpc.AcquireParams{EnvironmentBase: t.base(t.raw), RunID: t.rep.RunID,
+		l, err := call[rpc.Lease](ctx, t.reg, "environmentAcquireLease", rpc.AcquireParams{EnvironmentBase: t.base(t.raw), RunID: t.rep.RunID,
 			AgentID: new("doctor"), ExecutionWorkspaceID: new("doctor")})
 		var ce *cleanup.Error
 		if errors.As(err, &ce) {
@@ -132,6 +117,7 @@ func (t *trial) run(ctx context.Context) {
 			return "", err
 		}
 		if l.ProviderLeaseID == nil {
+			//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 			return "", errors.New("Daytona returned no lease")
 		}
 		t.lease, t.name = &l, fmt.Sprint(l.Metadata["sandboxName"])
@@ -139,7 +125,7 @@ func (t *trial) run(ctx context.Context) {
 		return fmt.Sprintf("sandbox %s, cwd %v", t.name, l.Metadata["remoteCwd"]), nil
 	})
 	ok = ok && t.step(ctx, "execute echo ok", func(ctx context.Context) (string, error) {
-		r, err := t.d.execute(ctx, rpc.ExecuteParams{EnvironmentBase: t.base(t.leaseCfg), Lease: *t.lease, Command: "echo", Args: []string{"ok"}})
+		r, err := call[rpc.ExecuteResult](ctx, t.reg, "environmentExecute", rpc.ExecuteParams{EnvironmentBase: t.base(t.leaseCfg), Lease: *t.lease, Command: "echo", Args: []string{"ok"}})
 		switch {
 		case err != nil:
 			return "", err
@@ -166,10 +152,10 @@ func (t *trial) run(ctx context.Context) {
 		if err := writeTrialTree(filepath.Join(src, "in")); err != nil {
 			return "", err
 		}
-		return t.sync(ctx, t.d.syncIn, filepath.Join(src, "in"), remote)
+		return t.sync(ctx, "environmentSyncIn", filepath.Join(src, "in"), remote)
 	})
 	ok = ok && t.step(ctx, "sync out", func(ctx context.Context) (string, error) {
-		detail, err := t.sync(ctx, t.d.syncOut, remote, filepath.Join(src, "out"))
+		detail, err := t.sync(ctx, "environmentSyncOut", remote, filepath.Join(src, "out"))
 		if err == nil {
 			err = sameTrialTree(filepath.Join(src, "out"))
 		}
@@ -180,8 +166,8 @@ func (t *trial) run(ctx context.Context) {
 	}
 }
 
-func (t *trial) sync(ctx context.Context, fn func(context.Context, rpc.SyncParams) (rpc.SyncResult, error), from, to string) (string, error) {
-	res, err := fn(ctx, rpc.SyncParams{EnvironmentBase: t.base(t.leaseCfg), Lease: *t.lease, Operations: []rpc.SyncOperation{{
+func (t *trial) sync(ctx context.Context, method, from, to string) (string, error) {
+	res, err := call[rpc.SyncResult](ctx, t.reg, method, rpc.SyncParams{EnvironmentBase: t.base(t.leaseCfg), Lease: *t.lease, Operations: []rpc.SyncOperation{{
 		OperationID: "doctor", Files: []rpc.SyncFileMapping{{SourcePath: from, TargetPath: to, Kind: "directory"}}}}})
 	if err != nil {
 		return "", err
@@ -195,11 +181,12 @@ func (t *trial) sync(ctx context.Context, fn func(context.Context, rpc.SyncParam
 
 // destroy ends the lease; afterwards nothing of it is left.
 func (t *trial) destroy(ctx context.Context) (string, error) {
-	r, err := t.d.destroy(ctx, rpc.ReleaseParams{EnvironmentBase: t.base(t.leaseCfg), ProviderLeaseID: t.lease.ProviderLeaseID, LeaseMetadata: t.lease.Metadata})
+	r, err := call[*rpc.Receipt](ctx, t.reg, "environmentDestroyLease", rpc.ReleaseParams{EnvironmentBase: t.base(t.leaseCfg), ProviderLeaseID: t.lease.ProviderLeaseID, LeaseMetadata: t.lease.Metadata})
 	if err != nil {
 		return "", err
 	}
 	if r == nil || r.State != "destroyed" {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return "", errors.New("Daytona did not confirm the destruction")
 	}
 	t.lease, t.name = nil, ""
@@ -236,7 +223,7 @@ func (t *trial) cleanup(ctx context.Context) {
 		if err != nil {
 			return "", errors.Join(append(first, err)...)
 		}
-		f := cleanup.SweepFilter{CompanyID: TrialCompany, RunID: t.rep.RunID}
+		f := cleanup.SweepFilter{CompanyID: trialCompany, RunID: t.rep.RunID}
 		found, err := cleanup.FindOrphans(ctx, api.Sandboxes, f)
 		if err != nil {
 			return "", errors.Join(append(first, err)...)
@@ -267,7 +254,7 @@ func (t *trial) finishCreation(ctx context.Context) error {
 	var err error
 	for range trialObserveTries {
 		var r *rpc.Receipt
-		r, err = t.d.destroy(ctx, rpc.ReleaseParams{EnvironmentBase: t.base(t.raw), ProviderLeaseID: new(t.envelope.ProviderLeaseID),
+		r, err = call[*rpc.Receipt](ctx, t.reg, "environmentDestroyLease", rpc.ReleaseParams{EnvironmentBase: t.base(t.raw), ProviderLeaseID: new(t.envelope.ProviderLeaseID),
 			LeaseMetadata: map[string]any{"failedCreateCleanup": *t.envelope}})
 		var ce *cleanup.Error
 		switch {
@@ -328,4 +315,27 @@ func sameTrialTree(out string) error {
 		}
 	}
 	return nil
+}
+
+// call invokes the registered handler of method with params as the host
+// sends them (JSON) and decodes its result as the host reads it.
+func call[R any](ctx context.Context, reg *rpc.Registry, method string, params any) (R, error) {
+	var out R
+	h, ok := reg.Lookup(method)
+	if !ok {
+		return out, fmt.Errorf("the worker has no %s", method)
+	}
+	raw, err := json.Marshal(params)
+	if err != nil {
+		return out, err
+	}
+	res, err := h(ctx, raw)
+	if err != nil {
+		return out, err
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return out, err
+	}
+	return out, json.Unmarshal(b, &out)
 }

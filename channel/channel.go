@@ -1,10 +1,10 @@
-package provider
+package channel
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -30,8 +30,8 @@ const (
 	// unacknowledged close makes the host kill the worker.
 	killBound  = 4 * time.Second
 	drainBound = 2 * time.Second
-	// maxPendingWrites is the host's limit of requests in flight per route.
-	maxPendingWrites = 256
+	// MaxPendingWrites is the host's limit of requests in flight per route.
+	MaxPendingWrites = 256
 	// maxClosedRoutes bounds the memory of closed routes (a repeated close
 	// echoes the same ids).
 	maxClosedRoutes = 4096
@@ -40,112 +40,102 @@ const (
 	readBuf = 32 << 10
 )
 
-// leaseRef is how a channel open names a lease: it carries no config, so
-// the account comes from an earlier call on the same lease.
-type leaseRef struct{ driverKey, companyID, environmentID, leaseID string }
+// Ref is how a channel open names a lease: it carries no config, so the
+// account comes from an earlier call on the same lease.
+type Ref struct{ DriverKey, CompanyID, EnvironmentID, LeaseID string }
 
-// leaseAccess is what the worker keeps of a lease it served: the account
-// (its client holds the API key, in memory only, as the reference plugin's
-// sandbox handle does), the scope and the sandbox.
-type leaseAccess struct {
-	c   *account
-	k   scopeKey
-	sb  *daytona.Sandbox
-	cwd string
+// Lease is what a channel needs of a lease the worker served: a client of
+// its account (the client holds the API key, in memory only, as the
+// reference plugin's sandbox handle does), the sandbox, its default cwd and
+// the provider's identity of the lease, which [Hub.CloseLease] names.
+type Lease struct {
+	Client  *daytona.Client
+	Sandbox *daytona.Sandbox
+	Cwd     string
+	Key     string
 }
 
-// channels is the driver's channel state.
-type channels struct {
+// Options configure a [Hub].
+type Options struct {
+	// Resolve finds the lease a channel open names, or the error the open
+	// answers (a lease never served, or torn down). Required.
+	Resolve func(ref Ref, what string) (*Lease, error)
+	// Logger receives diagnostics (never secrets). Nil discards.
+	Logger *slog.Logger
+	// Clock times a duplex route's lifetime. Nil means the real clock.
+	Clock cmdexec.Clock
+	// Wrap wraps the handlers of the unordered methods (the provider counts
+	// them as pending hooks). Nil leaves them as they are.
+	Wrap func(rpc.Handler) rpc.Handler
+}
+
+// Hub is the worker's channel state: the open login terminals and duplex
+// channels by host route id, and the closed duplex routes.
+type Hub struct {
+	resolve func(Ref, string) (*Lease, error)
+	log     *slog.Logger
+	clock   cmdexec.Clock
+	wrap    func(rpc.Handler) rpc.Handler
+
 	mu     sync.Mutex
-	leases map[leaseRef]*leaseAccess
 	login  map[string]*channel // by host route id
 	duplex map[string]*channel // by host route id
 	closed map[string]string   // closed duplex route -> its worker session id
 	order  []string            // closed routes, oldest first
-	clock  cmdexec.Clock
 }
 
-// remember records the account of a lease a config-carrying call served,
-// for later channel opens on it.
-func (d *Driver) remember(c *account, k scopeKey, sb *daytona.Sandbox, cwd string) {
-	var f scopeFields
-	if json.Unmarshal([]byte(k), &f) != nil || sb == nil {
-		return
+// New returns a Hub.
+func New(o Options) *Hub {
+	h := &Hub{resolve: o.Resolve, log: o.Logger, clock: o.Clock, wrap: o.Wrap}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
 	}
-	ref := leaseRef{f.DriverKey, f.CompanyID, f.EnvironmentID, f.ProviderLeaseID}
-	cs := &d.chans
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.leases == nil {
-		cs.leases = make(map[leaseRef]*leaseAccess)
+	if h.clock == nil {
+		h.clock = cmdexec.RealClock{}
 	}
-	if old := cs.leases[ref]; old != nil && cwd == "" {
-		cwd = old.cwd
+	if h.wrap == nil {
+		h.wrap = func(f rpc.Handler) rpc.Handler { return f }
 	}
-	cs.leases[ref] = &leaseAccess{c: c, k: k, sb: sb, cwd: cwd}
+	return h
 }
 
-// errNoLease is the fail-closed answer of an open on a lease this worker
-// never served (a restarted worker has no account for it).
-type errNoLease struct{ what string }
-
-func (e errNoLease) Error() string {
-	return "Daytona " + e.what + ": no cached sandbox resolves the provider lease."
-}
-
-// lease resolves an open's lease; a torn-down lease is refused.
-func (d *Driver) lease(driverKey, companyID, environmentID, leaseID, what string) (*leaseAccess, error) {
-	if driverKey == "" {
-		driverKey = DriverKey
-	}
-	d.chans.mu.Lock()
-	la := d.chans.leases[leaseRef{driverKey, companyID, environmentID, leaseID}]
-	d.chans.mu.Unlock()
-	if la == nil || leaseID == "" {
-		return nil, errNoLease{what}
-	}
-	d.scopes.mu.Lock()
-	closed := d.scopes.state(la.k).admission == admissionClosed
-	d.scopes.mu.Unlock()
-	if closed {
-		return nil, &LeaseInactiveError{LeaseID: leaseID}
-	}
-	return la, nil
-}
-
-// closeLease ends every channel of a lease (release, destroy, stop, a
+// CloseLease ends every channel of a lease (release, destroy, stop, a
 // resume that restarts the sandbox): each is killed, so the host gets its
-// exit, then disconnected. The lease's account is forgotten: an open after
-// teardown fails closed until the lease is resumed.
-func (d *Driver) closeLease(ctx context.Context, k scopeKey) error {
-	cs := &d.chans
-	cs.mu.Lock()
+// exit, then disconnected.
+func (h *Hub) CloseLease(ctx context.Context, key string) {
+	h.endAll(ctx, func(ch *channel) bool { return ch.la.Key == key })
+}
+
+// CloseAll ends every open channel: the worker is shutting down, and a
+// terminal left running in a sandbox would outlive the route the host
+// forgets. Each bound channel's exit notification is sent before it
+// returns (within the drain bound).
+func (h *Hub) CloseAll(ctx context.Context) {
+	h.endAll(ctx, func(*channel) bool { return true })
+}
+
+func (h *Hub) endAll(ctx context.Context, match func(*channel) bool) {
+	h.mu.Lock()
 	var list []*channel
-	for _, m := range []map[string]*channel{cs.login, cs.duplex} {
+	for _, m := range []map[string]*channel{h.login, h.duplex} {
 		for _, ch := range m {
-			if ch.la.k == k {
+			if match(ch) {
 				list = append(list, ch)
 			}
 		}
 	}
-	for ref, la := range cs.leases {
-		if la.k == k {
-			delete(cs.leases, ref)
-		}
-	}
-	cs.mu.Unlock()
+	h.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, ch := range list {
 		wg.Go(func() { ch.end(ctx) })
 	}
 	wg.Wait()
-	return nil
 }
 
 // channel is one open login terminal or duplex channel.
 type channel struct {
-	d           *Driver
-	la          *leaseAccess
+	h           *Hub
+	la          *Lease
 	hostRouteID string
 	sid         string
 	conn        *daytona.PTYConn
@@ -177,20 +167,20 @@ type writeJob struct {
 
 // openTerm creates the channel's terminal and connects to it.
 func (ch *channel) openTerm(ctx context.Context) error {
-	ref := ch.la.sb.Ref()
-	if _, _, err := ch.la.c.client.PTY.Create(ctx, ref, &daytona.PTYCreateRequest{
-		ID: ch.sid, Cwd: ch.la.cwd, Cols: termCols, Rows: termRows, LazyStart: true,
+	ref := ch.la.Sandbox.Ref()
+	if _, _, err := ch.la.Client.PTY.Create(ctx, ref, &daytona.PTYCreateRequest{
+		ID: ch.sid, Cwd: ch.la.Cwd, Cols: termCols, Rows: termRows, LazyStart: true,
 	}); err != nil {
 		return err
 	}
-	conn, err := ch.la.c.client.PTY.Connect(ctx, ref, ch.sid)
+	conn, err := ch.la.Client.PTY.Connect(ctx, ref, ch.sid)
 	if err != nil {
 		ch.kill()
 		return err
 	}
 	ch.mu.Lock()
 	ch.conn = conn
-	ch.writes = make(chan *writeJob, maxPendingWrites)
+	ch.writes = make(chan *writeJob, MaxPendingWrites)
 	ch.readEnd = make(chan struct{})
 	muted := ch.muted
 	ch.mu.Unlock()
@@ -251,12 +241,12 @@ func (ch *channel) bind(lifetime time.Duration) {
 	go ch.read()
 	go ch.write()
 	if lifetime > 0 {
-		t := ch.d.chans.clock.NewTimer(lifetime)
+		t := ch.h.clock.NewTimer(lifetime)
 		go func() {
 			defer t.Stop()
 			select {
 			case <-t.C():
-				ch.d.log.Warn("duplex channel reached its lifetime; ending it", "workerSessionId", ch.sid)
+				ch.h.log.Warn("duplex channel reached its lifetime; ending it", "workerSessionId", ch.sid)
 				ch.end(context.Background())
 			case <-ch.readEnd:
 			}
@@ -320,7 +310,7 @@ func (ch *channel) notify(method string, params any) {
 		return
 	}
 	if err := ch.n.Notify(method, params); err != nil {
-		ch.d.log.Debug("channel frame not sent", "method", method, "err", err)
+		ch.h.log.Debug("channel frame not sent", "method", method, "err", err)
 	}
 }
 
@@ -344,7 +334,7 @@ func (ch *channel) write() {
 				ch.ended = true
 				ch.mu.Unlock()
 				if first {
-					ch.d.log.Warn("channel write failed; ending the channel", "workerSessionId", ch.sid, "reason", "write_error")
+					ch.h.log.Warn("channel write failed; ending the channel", "workerSessionId", ch.sid, "reason", "write_error")
 					j.done <- errWriteFailed
 					go ch.kill()
 					continue
@@ -396,7 +386,7 @@ func (ch *channel) enqueue(data []byte) (rpc.Continuation, error) {
 	default:
 		ch.mu.Unlock()
 		go ch.end(context.Background())
-		return nil, rpc.InvalidParams("invalid params: more than %d writes in flight on one channel", maxPendingWrites)
+		return nil, rpc.InvalidParams("invalid params: more than %d writes in flight on one channel", MaxPendingWrites)
 	}
 	return func(ctx context.Context) (any, error) {
 		select {
@@ -419,8 +409,8 @@ func (ch *channel) kill() {
 	ch.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), killBound)
 	defer cancel()
-	if _, err := ch.la.c.client.PTY.Kill(ctx, ch.la.sb.Ref(), ch.sid); err != nil && !errors.Is(err, daytona.ErrNotFound) {
-		ch.d.log.Debug("terminal kill failed", "workerSessionId", ch.sid, "err", err)
+	if _, err := ch.la.Client.PTY.Kill(ctx, ch.la.Sandbox.Ref(), ch.sid); err != nil && !errors.Is(err, daytona.ErrNotFound) {
+		ch.h.log.Debug("terminal kill failed", "workerSessionId", ch.sid, "err", err)
 	}
 }
 
@@ -480,7 +470,7 @@ func (ch *channel) close() {
 
 // rememberClosed keeps a closed duplex route's worker session id for a
 // repeated close; cs.mu held.
-func (cs *channels) rememberClosedLocked(hostRouteID, sid string) {
+func (cs *Hub) rememberClosedLocked(hostRouteID, sid string) {
 	if cs.closed == nil {
 		cs.closed = make(map[string]string)
 	}
@@ -495,7 +485,7 @@ func (cs *channels) rememberClosedLocked(hostRouteID, sid string) {
 }
 
 // table is the login or the duplex route table; cs.mu held.
-func (cs *channels) tableLocked(login bool) map[string]*channel {
+func (cs *Hub) tableLocked(login bool) map[string]*channel {
 	m := &cs.duplex
 	if login {
 		m = &cs.login
@@ -508,7 +498,7 @@ func (cs *channels) tableLocked(login bool) map[string]*channel {
 
 // register adds an opening channel under its host route id; a route id
 // already open is refused.
-func (cs *channels) register(login bool, ch *channel) error {
+func (cs *Hub) register(login bool, ch *channel) error {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	m := cs.tableLocked(login)
@@ -521,7 +511,7 @@ func (cs *channels) register(login bool, ch *channel) error {
 
 // unregister removes a channel (the host closed it, or its open failed);
 // a closed duplex route is remembered for a repeated close.
-func (cs *channels) unregister(login bool, ch *channel, bound bool) {
+func (cs *Hub) unregister(login bool, ch *channel, bound bool) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	m := cs.tableLocked(login)
@@ -534,14 +524,14 @@ func (cs *channels) unregister(login bool, ch *channel, bound bool) {
 }
 
 // get returns the channel open under a host route id.
-func (cs *channels) get(login bool, hostRouteID string) *channel {
+func (cs *Hub) get(login bool, hostRouteID string) *channel {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	return cs.tableLocked(login)[hostRouteID]
 }
 
 // find returns the channel with a worker session id.
-func (cs *channels) find(login bool, sid string) *channel {
+func (cs *Hub) find(login bool, sid string) *channel {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	for _, ch := range cs.tableLocked(login) {
@@ -555,7 +545,7 @@ func (cs *channels) find(login bool, sid string) *channel {
 // closeRoute is the host's close of a route: idempotent, always answered.
 // It reports the worker session id when the route was bound (the open
 // reply was sent), or when an earlier close of it did.
-func (cs *channels) closeRoute(login bool, hostRouteID string) string {
+func (cs *Hub) closeRoute(login bool, hostRouteID string) string {
 	ch := cs.get(login, hostRouteID)
 	if ch == nil {
 		cs.mu.Lock()
@@ -573,16 +563,16 @@ func (cs *channels) closeRoute(login bool, hostRouteID string) string {
 	return ""
 }
 
-// registerChannels adds the login terminal and duplex channel methods.
+// Register adds the login terminal and duplex channel methods.
 // Inputs and writes are ordered: each is taken in arrival order and
 // answered once its bytes reached the terminal.
-func (d *Driver) registerChannels(reg *rpc.Registry) {
-	reg.Register("loginPtyOpen", hook(d, d.loginOpen))
-	reg.RegisterOrdered("loginPtyInput", rpc.TypedOrdered(d.loginInput))
-	reg.Register("loginPtyStop", hook(d, d.loginStop))
-	reg.Register("loginPtyClose", hook(d, d.loginClose))
-	reg.Register("duplexChannelOpen", hook(d, d.duplexOpen))
-	reg.RegisterOrdered("duplexChannelWrite", rpc.TypedOrdered(d.duplexWrite))
-	reg.Register("duplexChannelStop", hook(d, d.duplexStop))
-	reg.Register("duplexChannelClose", hook(d, d.duplexClose))
+func (h *Hub) Register(reg *rpc.Registry) {
+	reg.Register("loginPtyOpen", h.wrap(rpc.Typed(h.loginOpen)))
+	reg.RegisterOrdered("loginPtyInput", rpc.TypedOrdered(h.loginInput))
+	reg.Register("loginPtyStop", h.wrap(rpc.Typed(h.loginStop)))
+	reg.Register("loginPtyClose", h.wrap(rpc.Typed(h.loginClose)))
+	reg.Register("duplexChannelOpen", h.wrap(rpc.Typed(h.duplexOpen)))
+	reg.RegisterOrdered("duplexChannelWrite", rpc.TypedOrdered(h.duplexWrite))
+	reg.Register("duplexChannelStop", h.wrap(rpc.Typed(h.duplexStop)))
+	reg.Register("duplexChannelClose", h.wrap(rpc.Typed(h.duplexClose)))
 }

@@ -1,4 +1,4 @@
-package provider
+package channel
 
 import (
 	"bytes"
@@ -26,23 +26,17 @@ import (
 
 // Host limits of a duplex route.
 const (
-	// maxDuplexChunk is the largest chunk (decoded bytes) of one data frame
+	// MaxDuplexChunk is the largest chunk (decoded bytes) of one data frame
 	// and of one write.
-	maxDuplexChunk = 262_144
-	// maxDuplexTotal is what one route may carry to the host in its life.
-	maxDuplexTotal = 256 << 20
-	// duplexLifetime is the longest a route lives.
-	duplexLifetime = time.Hour
-	// maxMalformedWrites is how many malformed writes a route survives.
-	maxMalformedWrites = 100
+	MaxDuplexChunk = 262_144
+	// MaxDuplexTotal is what one route may carry to the host in its life.
+	MaxDuplexTotal = 256 << 20
+	// DuplexLifetime is the longest a route lives.
+	DuplexLifetime = time.Hour
+	// MaxMalformedWrites is how many malformed writes a route survives.
+	MaxMalformedWrites = 100
 	// maxLaunchBytes bounds the launch command (argv, quoted).
 	maxLaunchBytes = 32 << 10
-)
-
-// Notification methods of the duplex channel.
-const (
-	duplexDataMethod = "duplexChannel.data"
-	duplexExitMethod = "duplexChannel.exit"
 )
 
 // duplexState is the duplex-only part of a channel.
@@ -59,12 +53,13 @@ type duplexState struct {
 // marker (prompt, echo) is dropped, everything after it is the program's.
 func duplexLaunch(argv []string, diagnostics, marker string) (string, error) {
 	if len(argv) == 0 {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 		return "", errors.New("The duplex channel launch command needs at least one argument.")
 	}
 	words := make([]string, len(argv))
 	for i, a := range argv {
 		if strings.IndexByte(a, 0) >= 0 {
-			return "", nulParam("command")
+			return "", rpc.InvalidParams("invalid params: command contains a NUL byte")
 		}
 		words[i] = shell.Quote(a)
 	}
@@ -85,7 +80,7 @@ func newMarker() string {
 	return "PAPERCLIP-DUPLEX-READY-" + hex.EncodeToString(b)
 }
 
-func (d *Driver) duplexOpen(ctx context.Context, p rpc.DuplexOpenParams) (rpc.DuplexRoute, error) {
+func (h *Hub) duplexOpen(ctx context.Context, p rpc.DuplexOpenParams) (rpc.DuplexRoute, error) {
 	if strings.TrimSpace(p.HostRouteID) == "" {
 		return rpc.DuplexRoute{}, rpc.InvalidParams("invalid params: hostRouteId is required")
 	}
@@ -95,30 +90,30 @@ func (d *Driver) duplexOpen(ctx context.Context, p rpc.DuplexOpenParams) (rpc.Du
 	if err != nil {
 		return rpc.DuplexRoute{}, err
 	}
-	la, err := d.lease(p.DriverKey, p.CompanyID, p.EnvironmentID, p.ProviderLeaseID, "duplex channel")
+	la, err := h.resolve(Ref{p.DriverKey, p.CompanyID, p.EnvironmentID, p.ProviderLeaseID}, "duplex channel")
 	if err != nil {
 		return rpc.DuplexRoute{}, err
 	}
 	ds := &duplexState{}
-	ch := &channel{d: d, la: la, hostRouteID: p.HostRouteID, sid: "duplex-" + id, n: rpc.NotifierFrom(ctx), dup: ds}
+	ch := &channel{h: h, la: la, hostRouteID: p.HostRouteID, sid: "duplex-" + id, n: rpc.NotifierFrom(ctx), dup: ds}
 	ch.out = func(b []byte) bool { return ch.duplexData(ds, b) }
 	ch.exit = func(code *int, transportClosed bool) {
-		ch.notify(duplexExitMethod, rpc.DuplexExit{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, ExitCode: code, TransportClosed: transportClosed})
+		ch.notify(rpc.DuplexExitMethod, rpc.DuplexExit{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, ExitCode: code, TransportClosed: transportClosed})
 	}
 	if ch.n == nil {
 		return rpc.DuplexRoute{}, rpc.ErrNotServing
 	}
-	if err := d.chans.register(false, ch); err != nil {
+	if err := h.register(false, ch); err != nil {
 		return rpc.DuplexRoute{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, openBound)
 	defer cancel()
 	err = ch.start(ctx, line, marker)
 	if err == nil {
-		err = ch.bindAfterReply(ctx, "duplex channel", duplexLifetime)
+		err = ch.bindAfterReply(ctx, "duplex channel", DuplexLifetime)
 	}
 	if err != nil {
-		d.chans.unregister(false, ch, false)
+		h.unregister(false, ch, false)
 		ch.end(context.Background())
 		return rpc.DuplexRoute{}, err
 	}
@@ -153,8 +148,10 @@ func (ch *channel) start(ctx context.Context, line, marker string) error {
 		}
 		if err != nil {
 			if ctx.Err() != nil {
+				//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 				return fmt.Errorf("Daytona duplex channel: the command did not start within %s", openBound)
 			}
+			//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
 			return errors.New("Daytona duplex channel: the terminal ended before the command started")
 		}
 	}
@@ -163,14 +160,14 @@ func (ch *channel) start(ctx context.Context, line, marker string) error {
 // duplexData forwards program output as base64 data frames, within the
 // route's total; at the total the channel ends.
 func (ch *channel) duplexData(ds *duplexState, b []byte) bool {
-	left := maxDuplexTotal - ds.total.Load()
+	left := MaxDuplexTotal - ds.total.Load()
 	cut := int64(len(b)) > left
 	if cut {
 		b = b[:left]
 	}
 	for len(b) > 0 {
-		n := min(len(b), maxDuplexChunk)
-		ch.notify(duplexDataMethod, rpc.DuplexData{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid,
+		n := min(len(b), MaxDuplexChunk)
+		ch.notify(rpc.DuplexDataMethod, rpc.DuplexData{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid,
 			Chunk: base64.StdEncoding.EncodeToString(b[:n])})
 		ds.total.Add(int64(n))
 		b = b[n:]
@@ -180,8 +177,8 @@ func (ch *channel) duplexData(ds *duplexState, b []byte) bool {
 
 // duplexRoute returns the bound channel both ids name, or nil: writes and
 // stops for any other pair are no-ops.
-func (d *Driver) duplexRoute(hostRouteID, sid string) *channel {
-	ch := d.chans.get(false, hostRouteID)
+func (h *Hub) duplexRoute(hostRouteID, sid string) *channel {
+	ch := h.get(false, hostRouteID)
 	if ch == nil || ch.sid != sid || sid == "" {
 		return nil
 	}
@@ -192,7 +189,7 @@ func (d *Driver) duplexRoute(hostRouteID, sid string) *channel {
 // is not empty: the text must re-encode to itself. too reports a payload
 // over the write limit (checked before decoding all of it).
 func decodeChannelBytes(s string) (b []byte, ok, too bool) {
-	if len(s) > base64.StdEncoding.EncodedLen(maxDuplexChunk) {
+	if len(s) > base64.StdEncoding.EncodedLen(MaxDuplexChunk) {
 		return nil, false, true
 	}
 	if s == "" {
@@ -204,11 +201,11 @@ func decodeChannelBytes(s string) (b []byte, ok, too bool) {
 	if err != nil || len(b) == 0 || base64.StdEncoding.EncodedLen(len(b)) != len(s) {
 		return nil, false, false
 	}
-	return b, true, len(b) > maxDuplexChunk
+	return b, true, len(b) > MaxDuplexChunk
 }
 
-func (d *Driver) duplexWrite(_ context.Context, p rpc.DuplexWriteParams) (rpc.Continuation, error) {
-	ch := d.duplexRoute(p.HostRouteID, p.WorkerSessionID)
+func (h *Hub) duplexWrite(_ context.Context, p rpc.DuplexWriteParams) (rpc.Continuation, error) {
+	ch := h.duplexRoute(p.HostRouteID, p.WorkerSessionID)
 	if ch == nil {
 		return nil, nil
 	}
@@ -217,10 +214,10 @@ func (d *Driver) duplexWrite(_ context.Context, p rpc.DuplexWriteParams) (rpc.Co
 		// The host ends a route before it sends such a write: a peer that
 		// does not is not trusted with the rest of the stream either.
 		go ch.end(context.Background())
-		return nil, rpc.InvalidParams("invalid params: a duplex write carries at most %d bytes", maxDuplexChunk)
+		return nil, rpc.InvalidParams("invalid params: a duplex write carries at most %d bytes", MaxDuplexChunk)
 	}
 	if !ok {
-		if ch.dup.malformed.Add(1) > maxMalformedWrites {
+		if ch.dup.malformed.Add(1) > MaxMalformedWrites {
 			go ch.end(context.Background())
 		}
 		return nil, rpc.InvalidParams("invalid params: data must be non-empty canonical padded base64")
@@ -228,14 +225,14 @@ func (d *Driver) duplexWrite(_ context.Context, p rpc.DuplexWriteParams) (rpc.Co
 	return ch.enqueue(data)
 }
 
-func (d *Driver) duplexStop(_ context.Context, p rpc.DuplexRoute) (any, error) {
-	if ch := d.duplexRoute(p.HostRouteID, p.WorkerSessionID); ch != nil {
+func (h *Hub) duplexStop(_ context.Context, p rpc.DuplexRoute) (any, error) {
+	if ch := h.duplexRoute(p.HostRouteID, p.WorkerSessionID); ch != nil {
 		ch.kill()
 	}
 	return nil, nil
 }
 
-func (d *Driver) duplexClose(_ context.Context, p rpc.ChannelCloseParams) (rpc.DuplexCloseResult, error) {
-	sid := d.chans.closeRoute(false, p.HostRouteID)
+func (h *Hub) duplexClose(_ context.Context, p rpc.ChannelCloseParams) (rpc.DuplexCloseResult, error) {
+	sid := h.closeRoute(false, p.HostRouteID)
 	return rpc.DuplexCloseResult{HostRouteID: p.HostRouteID, WorkerSessionID: sid}, nil
 }

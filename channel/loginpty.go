@@ -1,7 +1,8 @@
-package provider
+package channel
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strings"
 	"sync"
@@ -10,24 +11,20 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/internal/shell"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
 // The login terminal: an agent's login command (claude setup-token, codex
-// device login) on a real terminal in the sandbox, driven by the host's
+// and grok device login) on a real terminal in the sandbox, driven by the host's
 // browser flow. The command is chosen from a closed set of keys; nothing
 // the host sends is ever run as a command, and the code the user pastes
 // travels as terminal input, never as an argument.
 
-// Host limits of a login route, in JavaScript characters.
-const maxLoginTotalChars = 8 << 20
-
-// Notification methods of the login terminal.
-const (
-	loginOutputMethod = "loginPty.output"
-	loginExitMethod   = "loginPty.exit"
-)
+// MaxLoginTotalChars is the host's limit of what one login route carries,
+// in JavaScript characters.
+const MaxLoginTotalChars = 8 << 20
 
 // loginRejected is the one error of a descriptor outside the contract.
 const loginRejected = "LOGIN_PTY_DESCRIPTOR_REJECTED"
@@ -36,13 +33,23 @@ const loginRejected = "LOGIN_PTY_DESCRIPTOR_REJECTED"
 // lower-case UUID, nothing else (no traversal, space or metacharacter).
 var sessionHomeRE = regexp.MustCompile(`^/tmp/paperclip-adapter-login/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
-// loginLaunch is the fixed launch line of a login command key.
+// loginLaunch is the fixed launch line of a login command key: the
+// first-party plugin's, which replaces the terminal's shell with the
+// command, so the command's exit is the terminal's. When the shell cannot
+// exec the command (an agent CLI not installed in the sandbox), an
+// interactive shell prints why and stays, which would leave a shell open
+// behind the login dialog: "|| exit $?" ends the terminal with the shell's
+// status instead (127 for a command not found, 126 for one not
+// executable). After a successful exec nothing of the line is left to run.
 func loginLaunch(key, home string) (string, bool) {
+	const orExit = " || exit $?"
 	switch key {
 	case "claude":
-		return "exec claude setup-token", true
+		return "exec claude setup-token" + orExit, true
 	case "codex":
-		return "exec env CODEX_HOME=" + shell.Quote(home) + " codex login --device-auth", true
+		return "exec env CODEX_HOME=" + shell.Quote(home) + " codex login --device-auth" + orExit, true
+	case "grok":
+		return "exec env GROK_HOME=" + shell.Quote(home) + " grok login --device-auth" + orExit, true
 	}
 	return "", false
 }
@@ -53,7 +60,7 @@ func loginHomeScript(home string) string {
 	return `for f in /etc/profile "$HOME/.profile" "$HOME/.bash_profile"; do [ -r "$f" ] && . "$f" >/dev/null 2>&1; done; mkdir -p ` + shell.Quote(home)
 }
 
-func (d *Driver) loginOpen(ctx context.Context, p rpc.LoginPtyOpenParams) (rpc.LoginPtyOpenResult, error) {
+func (h *Hub) loginOpen(ctx context.Context, p rpc.LoginPtyOpenParams) (rpc.LoginPtyOpenResult, error) {
 	line, ok := loginLaunch(p.LoginCommandKey, p.SessionHome)
 	if !ok || !sessionHomeRE.MatchString(p.SessionHome) {
 		return rpc.LoginPtyOpenResult{}, rpc.Errorf(rpc.CodeInvalidParams, loginRejected)
@@ -61,11 +68,11 @@ func (d *Driver) loginOpen(ctx context.Context, p rpc.LoginPtyOpenParams) (rpc.L
 	if strings.TrimSpace(p.HostRouteID) == "" {
 		return rpc.LoginPtyOpenResult{}, rpc.InvalidParams("invalid params: hostRouteId is required")
 	}
-	la, err := d.lease(p.DriverKey, p.CompanyID, p.EnvironmentID, p.ProviderLeaseID, "login pseudo-terminal")
+	la, err := h.resolve(Ref{p.DriverKey, p.CompanyID, p.EnvironmentID, p.ProviderLeaseID}, "login pseudo-terminal")
 	if err != nil {
 		return rpc.LoginPtyOpenResult{}, err
 	}
-	ch := &channel{d: d, la: la, hostRouteID: p.HostRouteID, sid: "pty-" + uuid.NewString(), n: rpc.NotifierFrom(ctx)}
+	ch := &channel{h: h, la: la, hostRouteID: p.HostRouteID, sid: "pty-" + uuid.NewString(), n: rpc.NotifierFrom(ctx)}
 	if ch.n == nil {
 		return rpc.LoginPtyOpenResult{}, rpc.ErrNotServing
 	}
@@ -78,22 +85,22 @@ func (d *Driver) loginOpen(ctx context.Context, p rpc.LoginPtyOpenParams) (rpc.L
 		if !dec.charge(text) {
 			return false
 		}
-		ch.notify(loginOutputMethod, rpc.LoginPtyOutput{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, Chunk: text})
+		ch.notify(rpc.LoginPtyOutputMethod, rpc.LoginPtyOutput{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, Chunk: text})
 		return true
 	}
 	ch.exit = func(code *int, _ bool) {
 		if rest := dec.flush(); rest != "" && dec.charge(rest) {
-			ch.notify(loginOutputMethod, rpc.LoginPtyOutput{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, Chunk: rest})
+			ch.notify(rpc.LoginPtyOutputMethod, rpc.LoginPtyOutput{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, Chunk: rest})
 		}
-		ch.notify(loginExitMethod, rpc.LoginPtyExit{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, ExitCode: code})
+		ch.notify(rpc.LoginPtyExitMethod, rpc.LoginPtyExit{HostRouteID: ch.hostRouteID, WorkerSessionID: ch.sid, ExitCode: code})
 	}
-	if err := d.chans.register(true, ch); err != nil {
+	if err := h.register(true, ch); err != nil {
 		return rpc.LoginPtyOpenResult{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, openBound)
 	defer cancel()
 	err = func() error {
-		if _, err := runScript(ctx, la.c, la.sb, loginHomeScript(p.SessionHome), int64(openBound.Seconds())); err != nil {
+		if err := runHomeScript(ctx, la, loginHomeScript(p.SessionHome)); err != nil {
 			return err
 		}
 		if err := ch.openTerm(ctx); err != nil {
@@ -105,30 +112,30 @@ func (d *Driver) loginOpen(ctx context.Context, p rpc.LoginPtyOpenParams) (rpc.L
 		return ch.bindAfterReply(ctx, "login pseudo-terminal", 0)
 	}()
 	if err != nil {
-		d.chans.unregister(true, ch, false)
+		h.unregister(true, ch, false)
 		ch.end(context.Background())
 		return rpc.LoginPtyOpenResult{}, err
 	}
 	return rpc.LoginPtyOpenResult{WorkerSessionID: ch.sid}, nil
 }
 
-func (d *Driver) loginInput(_ context.Context, p rpc.LoginPtyInputParams) (rpc.Continuation, error) {
-	ch := d.chans.find(true, p.WorkerSessionID)
+func (h *Hub) loginInput(_ context.Context, p rpc.LoginPtyInputParams) (rpc.Continuation, error) {
+	ch := h.find(true, p.WorkerSessionID)
 	if ch == nil || p.WorkerSessionID == "" {
 		return nil, nil
 	}
 	return ch.enqueue([]byte(p.Data))
 }
 
-func (d *Driver) loginStop(_ context.Context, p rpc.LoginPtyStopParams) (any, error) {
-	if ch := d.chans.find(true, p.WorkerSessionID); ch != nil && p.WorkerSessionID != "" {
+func (h *Hub) loginStop(_ context.Context, p rpc.LoginPtyStopParams) (any, error) {
+	if ch := h.find(true, p.WorkerSessionID); ch != nil && p.WorkerSessionID != "" {
 		ch.kill()
 	}
 	return nil, nil
 }
 
-func (d *Driver) loginClose(_ context.Context, p rpc.ChannelCloseParams) (rpc.LoginPtyCloseResult, error) {
-	d.chans.closeRoute(true, p.HostRouteID)
+func (h *Hub) loginClose(_ context.Context, p rpc.ChannelCloseParams) (rpc.LoginPtyCloseResult, error) {
+	h.closeRoute(true, p.HostRouteID)
 	return rpc.LoginPtyCloseResult{HostRouteID: p.HostRouteID}, nil
 }
 
@@ -175,7 +182,7 @@ func (t *textStream) charge(s string) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.chars+n > maxLoginTotalChars {
+	if t.chars+n > MaxLoginTotalChars {
 		return false
 	}
 	t.chars += n
@@ -194,4 +201,18 @@ func validText(b []byte) string {
 		b = b[n:]
 	}
 	return sb.String()
+}
+
+// runHomeScript runs the session home script with the one-shot execute
+// API; a non-zero exit fails the open.
+func runHomeScript(ctx context.Context, la *Lease, script string) error {
+	res, _, err := la.Client.Toolbox.Execute(ctx, la.Sandbox.Ref(), &daytona.ExecuteRequest{Command: script, Timeout: int(openBound.Seconds())})
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		//lint:ignore ST1005 protocol-facing message, the reference plugin's text (docs/behavior.md#errors)
+		return fmt.Errorf("Daytona login pseudo-terminal: creating the session home failed with exit code %d", res.ExitCode)
+	}
+	return nil
 }

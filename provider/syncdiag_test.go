@@ -1,0 +1,122 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/rpc"
+	filesync "github.com/daytonaworker/daytona-worker/sync"
+	"github.com/stretchr/testify/require"
+)
+
+// hostAccepts is the host's re-validation of a sync-out diagnostic
+// (readEnvironmentSyncErrorDiagnostic): the schema, and every field from
+// its allowlist.
+func hostAccepts(t *testing.T, raw []byte) rpc.SyncErrorDiagnostic {
+	t.Helper()
+	var data struct {
+		Schema     string                     `json:"schema"`
+		Diagnostic map[string]json.RawMessage `json:"diagnostic"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &data))
+	require.Equal(t, "paperclip/environment-sync-error/v1", data.Schema)
+	for k := range data.Diagnostic {
+		require.Contains(t, []string{"errorCode", "httpStatus", "exitCode", "transferStep", "transferFailureKind"}, k)
+	}
+	var d rpc.SyncErrorDiagnostic
+	require.NoError(t, json.Unmarshal(raw, &struct {
+		D *rpc.SyncErrorDiagnostic `json:"diagnostic"`
+	}{&d}))
+	require.True(t, d.ErrorCode == "unknown" || slices.Contains(rpc.SyncErrorCodes, d.ErrorCode), d.ErrorCode)
+	if d.HTTPStatus != 0 {
+		require.True(t, d.HTTPStatus >= 400 && d.HTTPStatus <= 599)
+	}
+	if d.ExitCode != 0 {
+		require.True(t, d.ExitCode >= 1 && d.ExitCode <= 255)
+	}
+	if d.TransferStep != "" {
+		require.Contains(t, rpc.SyncTransferSteps, d.TransferStep)
+	}
+	if d.TransferFailureKind != "" {
+		require.Contains(t, rpc.SyncTransferFailureKinds, d.TransferFailureKind)
+	}
+	return d
+}
+
+// diagnosticOf is error.data of a failed syncOut, as the host receives it.
+func diagnosticOf(t *testing.T, err error) rpc.SyncErrorDiagnostic {
+	t.Helper()
+	require.Error(t, err)
+	var dc rpc.DataCarrier
+	require.True(t, errors.As(err, &dc), "no diagnostic on %v", err)
+	raw, merr := json.Marshal(dc.RPCData())
+	require.NoError(t, merr)
+	return hostAccepts(t, raw)
+}
+
+// The failures of a sync-out, each mapped to what the first-party plugin's
+// SDK would report, from the sync package's typed errors.
+func TestSyncDiagnosticMapsTypedErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		want rpc.SyncErrorDiagnostic
+	}{
+		{"missing source", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "MISSING\n"},
+			rpc.SyncErrorDiagnostic{ErrorCode: "ENOENT", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
+		{"escape", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "ESCAPE"},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
+		{"disk full in the sandbox", &filesync.SandboxCommandError{What: "Daytona outbound directory export command", Exit: 43, Detail: "tar: Wrote only 512 of 10240 bytes"},
+			rpc.SyncErrorDiagnostic{ErrorCode: "ENOSPC", ExitCode: 43, TransferStep: "archive_create", TransferFailureKind: "command_failed"}},
+		{"host disk full", fmt.Errorf("%w: a 10-byte write would leave less than 1 bytes free", filesync.ErrHostSpace),
+			rpc.SyncErrorDiagnostic{ErrorCode: "ENOSPC", TransferStep: "archive_extract"}},
+		{"unsafe archive", &filesync.ArchiveError{Reason: "tarball member that escapes the extraction dir", Name: "../x"},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "archive_validate", TransferFailureKind: "unsafe_archive"}},
+		{"listing entry limit", &filesync.ArchiveError{Reason: "tarball with too many entries", Name: "x"},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "archive_validate", TransferFailureKind: "listing_entry_limit"}},
+		{"listing byte limit", &filesync.ArchiveError{Reason: "tarball larger than the allowed total", Name: "x"},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "archive_validate", TransferFailureKind: "listing_byte_limit"}},
+		{"deleted sandbox", filesync.ErrSandboxNotFound,
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 404, TransferStep: "sandbox_access"}},
+	}
+	for _, c := range cases {
+		require.Equal(t, c.want, diagnosticOf(t, withSyncDiagnostic(c.err)), c.name)
+		require.Equal(t, c.err.Error(), withSyncDiagnostic(c.err).Error(), "%s: the message is the error's own", c.name)
+	}
+	// Nothing known: no data at all, as the SDK sends none.
+	plain := errors.New("something else")
+	require.Same(t, plain, withSyncDiagnostic(plain))
+	invalid := rpc.InvalidParams("invalid params: x")
+	require.ErrorIs(t, withSyncDiagnostic(invalid), rpc.ErrInvalidParams)
+}
+
+// Through the worker's own method, on the emulator: a missing source, an
+// archive the host refuses, and an HTTP failure of the download.
+func TestSyncOutFailuresCarryDiagnostics(t *testing.T) {
+	e, l, _ := leased(t, nil)
+	remote := l.Metadata["remoteCwd"].(string)
+	syncOut := func(src, kind string) error {
+		op := map[string]any{"operationId": "out", "files": []any{map[string]any{"sourcePath": src,
+			"targetPath": filepath.Join(t.TempDir(), "out"), "kind": kind}}}
+		_, err := e.call("environmentSyncOut", with(e.base(nil), "lease", l, "operations", []any{op}))
+		return err
+	}
+	d := diagnosticOf(t, syncOut(remote+"/no-such-file", "file"))
+	require.Equal(t, rpc.SyncErrorDiagnostic{ErrorCode: "ENOENT", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}, d)
+
+	r, err := e.execute(l, "sh", []string{"-c", "mkdir -p hl && echo x > hl/a && mkfifo hl/p && echo y > f"})
+	require.NoError(t, err)
+	require.Zero(t, *r.ExitCode, r.Stderr)
+	d = diagnosticOf(t, syncOut(remote+"/hl", "directory"))
+	require.Equal(t, "archive_validate", d.TransferStep)
+	require.Equal(t, "unsafe_archive", d.TransferFailureKind)
+
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/files/bulk-download", Status: 503, Times: 10})
+	d = diagnosticOf(t, syncOut(remote+"/f", "file"))
+	require.Equal(t, rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 503, TransferStep: "file_download", TransferFailureKind: "download_failed"}, d)
+}
