@@ -16,11 +16,12 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
 )
 
 // asleep is the idle report of a worker that holds nothing.
-var asleep = IdleReport{SleepAllowed: true}
+var asleep = rpc.IdleReport{SleepAllowed: true}
 
 // A failed setup whose inline delete was confirmed leaves nothing behind:
 // no allocation evidence, so the worker may sleep. (Planted: the idle
