@@ -51,7 +51,9 @@ func bashCases() []bashCase {
 		{name: "1 MiB of mixed UTF-8", script: "cat mixed.txt; head -c 1000 mixed.txt >&2", files: map[string]string{"mixed.txt": mixed.String()}},
 		{name: "invalid UTF-8", script: `printf 'ok \xff\xfe end\n'; printf '\xc3(\n' >&2`},
 		{name: "256 KiB lines", script: "cat long.txt; echo; cat long.txt >&2", files: map[string]string{"long.txt": long}},
-		{name: "background job that prints later", script: `(while [ ! -e release ]; do sleep 0.05; done; echo late) & echo early`},
+		// The job waits for a file the test creates once the answer came,
+		// at most 30 s: it never outlives the test for long.
+		{name: "background job that prints later", script: `(for i in $(seq 600); do [ -e release ] && break; sleep 0.05; done; echo late) & echo early`},
 		{name: "exec away the shell", script: "echo before; exec printf 'after\\n'"},
 		{name: "kills itself with SIGKILL", script: `echo going; kill -9 $$; echo never`},
 		{name: "kills itself with SIGTERM", script: `echo going >&2; kill -TERM $$`},
@@ -76,12 +78,14 @@ type local struct {
 
 func runLocal(t *testing.T, c bashCase) local {
 	t.Helper()
-	dir := t.TempDir()
-	for name, text := range c.files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
-	}
 	var l local
+	// Each run has a directory of its own: a background job that waits
+	// for "release" sees only its own run's.
 	run := func(split bool) (string, string, int) {
+		dir := t.TempDir()
+		for name, text := range c.files {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
+		}
 		out, err := os.CreateTemp(dir, "out")
 		require.NoError(t, err)
 		defer out.Close()
@@ -120,9 +124,8 @@ func runLocal(t *testing.T, c bashCase) local {
 			e, err = os.ReadFile(errf.Name())
 			require.NoError(t, err)
 		}
-		// Let this case's background job go.
+		// Let this run's background job go.
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "release"), nil, 0o600))
-		require.NoError(t, os.Remove(filepath.Join(dir, "release")))
 		return hostText(o), hostText(e), code
 	}
 	l.stdout, l.stderr, l.code = run(true)
