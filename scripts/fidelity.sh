@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fidelity tier (docs/emulator.md#the-fidelity-tier): the toolbox
-# probes, and the worker's exec tests written for a real daemon.
+# probes, and the worker's exec and sync tests written for a real daemon.
 #
 #   make fidelity                            the probes against the emulator (CI runs them too)
 #   DAYTONA_DAEMON=/path/to/daemon make fidelity
@@ -19,12 +19,15 @@ cd "$(dirname "$0")/.."
 
 probes=./daytona/daytonatest/fidelity/
 # The exec tests that reach the sandbox only through the toolbox API.
+# The sync test that does.
+sync_tests='TestRoundTripThroughTheToolbox'
 exec_tests='TestCommandsGiveWhatBashGives|TestConcurrentCommandsOnOneLease|TestTimedOutOneShotKeepsItsOutput|TestNULBytesOneShot|TestCommandAfterALostSession|TestCommandWhoseShellIsKilled'
 
 if [ -z "${DAYTONA_DAEMON:-}" ]; then
 	go test -count=1 -v "$probes"
 	if [ -n "${DAYTONA_DAEMON_URL:-}" ]; then
 		go test -count=1 -v -run "$exec_tests" ./exec/
+		go test -count=1 -v -run "$sync_tests" ./sync/
 	fi
 	exit 0
 fi
@@ -38,11 +41,12 @@ trap 'rm -rf "$tmp"' EXIT
 # Built outside the namespace, where the module proxy can be reached.
 go test -c -o "$tmp/probes.test" "$probes"
 go test -c -o "$tmp/exec.test" ./exec/
+go test -c -o "$tmp/sync.test" ./sync/
 mkdir -p "$tmp/home" "$tmp/work"
 daemon=$(cd "$(dirname "$DAYTONA_DAEMON")" && pwd)/$(basename "$DAYTONA_DAEMON")
 
 unshare --net --fork bash -euo pipefail -c '
-	tmp=$1 daemon=$2 exec_tests=$3
+	tmp=$1 daemon=$2 exec_tests=$3 sync_tests=$4
 	ip link set lo up
 	# The daemon keeps its sessions under $HOME/.daytona and runs commands
 	# from its working directory; it refuses to start without a sandbox id.
@@ -59,4 +63,5 @@ unshare --net --fork bash -euo pipefail -c '
 	export DAYTONA_DAEMON_URL=http://127.0.0.1:2280
 	"$tmp/probes.test" -test.count=1 -test.v
 	(cd exec && "$tmp/exec.test" -test.count=1 -test.v -test.run "$exec_tests")
-' fidelity "$tmp" "$daemon" "$exec_tests"
+	(cd sync && "$tmp/sync.test" -test.count=1 -test.v -test.run "$sync_tests")
+' fidelity "$tmp" "$daemon" "$exec_tests" "$sync_tests"
