@@ -105,7 +105,9 @@ func TestDeadShellIsNoticed(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	rec := newRecorder()
 	id := tag()
-	ch := e.start(bashReq("printf 'a\\nb'; printf E >&2; : "+id+killShell), rec)
+	// `kill -9 0`: the session shell's whole process group, as the OOM
+	// killer may.
+	ch := e.start(bashReq("printf 'a\\nb'; printf E >&2; : "+id+"; kill -9 0"), rec)
 	require.NoError(t, e.srv.Await(ctxT(t), func() bool {
 		ds := e.srv.Dispatches()
 		return len(ds) > 0 && e.srv.SessionShellExited(e.sb.ID, ds[0].Session)

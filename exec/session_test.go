@@ -295,32 +295,33 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 			}},
 		reason: "Command timed out after 60 s.\n",
 	}, {
-		// The command exited without end markers (it killed the session
-		// shell), the exit code was read after the clean close, but the
+		// The follow closed without the end markers (its final frame was
+		// lost), the exit code was read after the clean close, but the
 		// final snapshot stalls until the deadline.
-		streamedCase: streamedCase{name: "final snapshot stall after a confirmed exit", fakeClock: true, timeout: 10 * time.Minute, tail: killShell,
-			faults: []fault{{Method: "GET", Route: rLogs, Skip: 2, Times: 1, Hang: true}},
+		streamedCase: streamedCase{name: "final snapshot stall after a confirmed exit", fakeClock: true, timeout: 10 * time.Minute, tail: lateGate,
+			faults: []fault{dropFinalFrame, {Method: "GET", Route: rLogs, Skip: 1, Times: 1, Hang: true}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				s.awaitFirst(t)
 				s.gate.open(t)
+				e.openLateGate(t, s)
 				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 3))
 				e.clock.Advance(10 * time.Minute)
 				return e.wait(s.ch)
 			},
 			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
 				assert.Equal(t, "session_log_observation", res.Metadata["timeoutScope"])
-				assert.Equal(t, killedShellCode, res.Metadata["observedExitCode"])
+				assert.Equal(t, 0, res.Metadata["observedExitCode"])
 				assert.Equal(t, 0, e.count("DELETE", rSessionD), "an exited command does not retire its session")
 			}},
 		reason: "Session log observation timed out after 600 s; final output may be incomplete.\n", confirmed: true,
 	}, {
-		// After the clean close (no end markers: the command killed the
-		// session shell) the status read hangs; the command deadline (10 min of fake time)
+		// After the clean close (no end markers: the final frame was lost)
+		// the status read hangs; the command deadline (10 min of fake time)
 		// ends the observation, the streamed output is kept. The read
 		// stalled after the stream closed, so it is an observation
 		// timeout: whether the command exited is not known.
-		streamedCase: streamedCase{name: "status read hangs after a clean close", fakeClock: true, timeout: 10 * time.Minute, tail: killShell,
-			faults: []fault{{Method: "GET", Route: rStatus, Hang: true}},
+		streamedCase: streamedCase{name: "status read hangs after a clean close", fakeClock: true, timeout: 10 * time.Minute, tail: lateGate,
+			faults: []fault{dropFinalFrame, {Method: "GET", Route: rStatus, Hang: true}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				// Fake time moves on a little while the command runs, as
 				// real time would: the status read's own 10 min bound then
@@ -330,6 +331,7 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 				e.awaitTimer(silentSocketLimit) // following: the command deadline is armed
 				e.clock.Advance(10 * time.Millisecond)
 				s.gate.open(t)
+				e.openLateGate(t, s)
 				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
 				e.clock.Advance(10*time.Minute - 5*time.Millisecond)
 				return e.wait(s.ch)
@@ -471,13 +473,13 @@ func TestInterruptedCommandKeepsPartialOutput(t *testing.T) {
 			}},
 		errIs: cmdexec.ErrLeaseNotActive, stdout: streamedFirst,
 	}, {
-		// A status error after a clean close (no end markers: the command
-		// killed the session shell) is returned; the streamed output is
-		// kept.
-		streamedCase: streamedCase{name: "status read fails after a clean close", fakeClock: true, tail: killShell,
-			faults: []fault{{Method: "GET", Route: rStatus, Status: 500}},
+		// A status error after a clean close (no end markers: the final
+		// frame was lost) is returned; the streamed output is kept.
+		streamedCase: streamedCase{name: "status read fails after a clean close", fakeClock: true, tail: lateGate,
+			faults: []fault{dropFinalFrame, {Method: "GET", Route: rStatus, Status: 500}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				s.gate.open(t)
+				e.openLateGate(t, s)
 				return e.wait(s.ch)
 			},
 			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
@@ -568,20 +570,20 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 			stderr string
 			exit   *int // metadata.observedExitCode (and commandExitConfirmed)
 		}{{
-			// No end markers (the command kills the session shell), the
+			// No end markers (the follow's final frame is lost), the
 			// status read after the clean close times out.
 			name:   "status read after a clean close",
-			faults: []fault{{Method: "GET", Route: rStatus, Times: 1, Status: status}},
-			tail:   killShell,
+			faults: []fault{dropFinalFrame, {Method: "GET", Route: rStatus, Times: 1, Status: status}},
+			tail:   lateGate,
 			stdout: streamedOut, stderr: streamedErr + unconfirmed,
 		}, {
 			// No end markers, the exit is read after the clean close, the
 			// final snapshot (after the fast-path one and the follow)
 			// times out.
 			name:   "final snapshot after the exit was read",
-			faults: []fault{{Method: "GET", Route: rLogs, Skip: 2, Times: 1, Status: status}},
-			tail:   killShell,
-			stdout: streamedOut, stderr: streamedErr + incomplete, exit: new(killedShellCode),
+			faults: []fault{dropFinalFrame, {Method: "GET", Route: rLogs, Skip: 1, Times: 1, Status: status}},
+			tail:   lateGate,
+			stdout: streamedOut, stderr: streamedErr + incomplete, exit: new(0),
 		}, {
 			// Every status read times out (the poll's read is the first).
 			name:   "status read of the poll after a silent socket",
@@ -609,6 +611,9 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 					res, err = e.drive(s.ch, silentSocketLimit)
 				} else {
 					s.gate.open(t)
+					if c.tail == lateGate {
+						e.openLateGate(t, s)
+					}
 					res, err = e.wait(s.ch)
 				}
 				require.NoError(t, err, "a provider timeout is a timed-out result, not an error")

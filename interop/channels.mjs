@@ -87,7 +87,7 @@ const needsLease = (ctx) => (ctx.state.lease ? undefined : "no lease");
 
 export const channelSteps = [
   {
-    name: "login PTY: open through the host, type, read the output, close",
+    name: "login PTY: open through the host, the shell's message for a missing CLI, exit 127",
     method: "loginPtyOpen",
     skip: needsLease,
     async run(handle, ctx) {
@@ -98,17 +98,17 @@ export const channelSteps = [
         session.onData((chunk) => {
           out += chunk;
         });
-        // No claude on the emulator's machine: the shell says so and stays.
+        // No claude on the emulator's machine: the shell says so and the
+        // login ends with the shell's 127 instead of leaving a shell open.
         await until("the launch line's output", () => out.includes("claude"));
-        session.write("echo interop-login-$((40+2))-é\r");
-        await until("the typed command's output", () => out.includes("interop-login-42-é"));
+        const exit = await Promise.race([session.wait(), new Promise((r) => setTimeout(() => r("no exit"), 20_000))]);
         await session.close();
-        return { chars: out.length };
+        return { chars: out.length, notFound: /not found/.test(out), exit };
       } finally {
         fs.rmSync(sessionHome, { recursive: true, force: true });
       }
     },
-    check: (v) => (v?.chars > 0 ? undefined : `result ${JSON.stringify(v)}`),
+    check: (v) => (v?.chars > 0 && v.notFound && v.exit?.exitCode === 127 ? undefined : `result ${JSON.stringify(v)}`),
   },
   {
     name: "duplex channel to cat: 1 MiB of random bytes in several writes comes back exactly, in order",

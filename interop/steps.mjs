@@ -114,7 +114,8 @@ export const fixtures = [];
 const LIFECYCLE_METHODS = ["initialize", "health", "shutdown", "configChanged"];
 // Methods of the newer host contract (docs/host.md#newer-contract) the worker serves;
 // 2026.916.1 does not know them and never calls them, which is harmless.
-const NEWER_CONTRACT_METHODS = ["environmentStopLease"];
+// prepareIdleSleep/releaseIdleSleep are the October SDK's idle drain (docs/host.md).
+const NEWER_CONTRACT_METHODS = ["environmentStopLease", "prepareIdleSleep", "releaseIdleSleep"];
 const KNOWN_METHODS = new Set([...HOST_TO_WORKER_REQUIRED_METHODS, ...HOST_TO_WORKER_OPTIONAL_METHODS, ...NEWER_CONTRACT_METHODS]);
 
 /** Checks the handshake's supportedMethods; undefined when right, else what is wrong. */
@@ -315,7 +316,8 @@ export const steps = [
       // The provider spans reached the host's span.record handler under
       // the trace the host minted for this call.
       const names = ctx.spans.map((s) => s.params?.name);
-      const want = ["pack", "transfer", "extractTarball", "postUploadCommand"];
+      // "list": the delta sync's listing of the target (docs/sync.md#delta).
+      const want = ["list", "pack", "transfer", "extractTarball", "postUploadCommand"];
       if (!isDeepStrictEqual(names, want)) return `spans ${JSON.stringify(names)}, want ${JSON.stringify(want)}`;
       for (const s of ctx.spans) {
         if (s.traceparent !== ctx.traceparent) return `span ${s.params.name} under traceparent ${s.traceparent}`;
