@@ -294,22 +294,6 @@ const emptyLog = `{"output":"","stdout":"","stderr":""}`
 // the end markers: the runner falls back to the status read.
 var dropFinalFrame = fault{Route: rLogs, WSDropFinal: true, Skip: 1, Times: 1}
 
-// lateGate holds a streamed command after all its output until the test
-// opens it (openLateGate): the follow then has every byte of it, and the
-// frame dropFinalFrame drops holds only the end markers. The command
-// still exits: the daemon records its exit code, so the status read after
-// the clean close finds it.
-const lateGate = "; while [ ! -e late-gate ]; do sleep 0.01; done"
-
-// openLateGate waits until the runner has all of streamedScript's output
-// live, then lets the command end.
-func (e *env) openLateGate(t *testing.T, s *streamed) {
-	t.Helper()
-	s.rec.await(t, "stdout", streamedOut)
-	s.rec.await(t, "stderr", streamedErr)
-	require.NoError(t, e.info.WriteFile("late-gate", nil, 0o600))
-}
-
 // commandCalls counts the toolbox calls made for the last dispatched
 // command: its dispatch and every request on its command routes.
 func (e *env) commandCalls() int {

@@ -295,55 +295,6 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 			}},
 		reason: "Command timed out after 60 s.\n",
 	}, {
-		// The follow closed without the end markers (its final frame was
-		// lost), the exit code was read after the clean close, but the
-		// final snapshot stalls until the deadline.
-		streamedCase: streamedCase{name: "final snapshot stall after a confirmed exit", fakeClock: true, timeout: 10 * time.Minute, tail: lateGate,
-			faults: []fault{dropFinalFrame, {Method: "GET", Route: rLogs, Skip: 1, Times: 1, Hang: true}},
-			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				s.awaitFirst(t)
-				s.gate.open(t)
-				e.openLateGate(t, s)
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 3))
-				e.clock.Advance(10 * time.Minute)
-				return e.wait(s.ch)
-			},
-			check: func(t *testing.T, e *env, _ *streamed, res cmdexec.Result) {
-				assert.Equal(t, "session_log_observation", res.Metadata["timeoutScope"])
-				assert.Equal(t, 0, res.Metadata["observedExitCode"])
-				assert.Equal(t, 0, e.count("DELETE", rSessionD), "an exited command does not retire its session")
-			}},
-		reason: "Session log observation timed out after 600 s; final output may be incomplete.\n", confirmed: true,
-	}, {
-		// After the clean close (no end markers: the final frame was lost)
-		// the status read hangs; the command deadline (10 min of fake time)
-		// ends the observation, the streamed output is kept. The read
-		// stalled after the stream closed, so it is an observation
-		// timeout: whether the command exited is not known.
-		streamedCase: streamedCase{name: "status read hangs after a clean close", fakeClock: true, timeout: 10 * time.Minute, tail: lateGate,
-			faults: []fault{dropFinalFrame, {Method: "GET", Route: rStatus, Hang: true}},
-			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				// Fake time moves on a little while the command runs, as
-				// real time would: the status read's own 10 min bound then
-				// ends after the command deadline, not at the same instant
-				// (two timers firing together would race, and a loaded
-				// machine could pick either).
-				e.awaitTimer(silentSocketLimit) // following: the command deadline is armed
-				e.clock.Advance(10 * time.Millisecond)
-				s.gate.open(t)
-				e.openLateGate(t, s)
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1))
-				e.clock.Advance(10*time.Minute - 5*time.Millisecond)
-				return e.wait(s.ch)
-			},
-			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
-				assert.Equal(t, streamedOut, res.Stdout)
-				assert.Equal(t, streamedErr+observationTimeout600, res.Stderr)
-				assert.Equal(t, "session_log_observation", res.Metadata["timeoutScope"])
-				assert.NotContains(t, res.Metadata, "observedExitCode")
-			}},
-		reason: observationTimeout600,
-	}, {
 		// The socket goes silent after the first part, the runner polls,
 		// and the log snapshot of the poll stalls until the command
 		// deadline: an observation timeout with the output so far.
@@ -472,20 +423,6 @@ func TestInterruptedCommandKeepsPartialOutput(t *testing.T) {
 				assert.Equal(t, "back\n", res.Stdout)
 			}},
 		errIs: cmdexec.ErrLeaseNotActive, stdout: streamedFirst,
-	}, {
-		// A status error after a clean close (no end markers: the final
-		// frame was lost) is returned; the streamed output is kept.
-		streamedCase: streamedCase{name: "status read fails after a clean close", fakeClock: true, tail: lateGate,
-			faults: []fault{dropFinalFrame, {Method: "GET", Route: rStatus, Status: 500}},
-			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				s.gate.open(t)
-				e.openLateGate(t, s)
-				return e.wait(s.ch)
-			},
-			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
-				assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
-			}},
-		stdout: streamedOut,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			e, s, res, err := c.execute(t)
@@ -558,7 +495,6 @@ const observationTimeout600 = "Session log observation timed out after 600 s; co
 func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 	const (
 		unconfirmed = "Session log observation timed out (the provider answered with a timeout); command exit remains unconfirmed.\n"
-		incomplete  = "Session log observation timed out (the provider answered with a timeout); final output may be incomplete.\n"
 	)
 	for _, status := range []int{504, 408} {
 		for _, c := range []struct {
@@ -570,21 +506,6 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 			stderr string
 			exit   *int // metadata.observedExitCode (and commandExitConfirmed)
 		}{{
-			// No end markers (the follow's final frame is lost), the
-			// status read after the clean close times out.
-			name:   "status read after a clean close",
-			faults: []fault{dropFinalFrame, {Method: "GET", Route: rStatus, Times: 1, Status: status}},
-			tail:   lateGate,
-			stdout: streamedOut, stderr: streamedErr + unconfirmed,
-		}, {
-			// No end markers, the exit is read after the clean close, the
-			// final snapshot (after the fast-path one and the follow)
-			// times out.
-			name:   "final snapshot after the exit was read",
-			faults: []fault{dropFinalFrame, {Method: "GET", Route: rLogs, Skip: 1, Times: 1, Status: status}},
-			tail:   lateGate,
-			stdout: streamedOut, stderr: streamedErr + incomplete, exit: new(0),
-		}, {
 			// Every status read times out (the poll's read is the first).
 			name:   "status read of the poll after a silent socket",
 			faults: []fault{{Method: "GET", Route: rStatus, Status: status}},
@@ -611,9 +532,6 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 					res, err = e.drive(s.ch, silentSocketLimit)
 				} else {
 					s.gate.open(t)
-					if c.tail == lateGate {
-						e.openLateGate(t, s)
-					}
 					res, err = e.wait(s.ch)
 				}
 				require.NoError(t, err, "a provider timeout is a timed-out result, not an error")
