@@ -25,8 +25,9 @@ const (
 // exit. The reference's early status reads (25/50/100/200 ms into each
 // connection) are not made: with the markers they could only tell what
 // the next frame tells, at the cost of up to four calls per command; a
-// command whose markers never come (it killed the session shell) is seen
-// by the status read after the close, a silent socket by the 15 s switch.
+// follow that closed without the markers (frames lost) is settled by the
+// status read after the close, a silent socket (a dead shell's follow
+// never closes) by the 15 s switch and its check of the shell.
 // The connection has ended when follow returns; its late callbacks are
 // ignored.
 func (x *run) follow() (end streamEnd, code int, cause error) {
