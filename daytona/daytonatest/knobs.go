@@ -34,16 +34,7 @@ func (s *Server) Command(sandboxID, sessionID, commandID string) (CommandResult,
 // command finds a session command and returns its state without its
 // output.
 func (s *Server) command(sandboxID, sessionID, commandID string) (*command, CommandResult, bool) {
-	s.init()
-	s.mu.Lock()
-	sb := s.sandboxes[sandboxID]
-	s.mu.Unlock()
-	if sb == nil {
-		return nil, CommandResult{}, false
-	}
-	sb.tb.mu.Lock()
-	ss := sb.tb.sessions[sessionID]
-	sb.tb.mu.Unlock()
+	ss := s.liveSession(sandboxID, sessionID)
 	if ss == nil {
 		return nil, CommandResult{}, false
 	}
@@ -354,7 +345,7 @@ func (s *Server) SetDiskAllocation(idOrName string, bytes int64) error {
 	return nil
 }
 
-// session finds a live session of a sandbox.
+// liveSession finds a live session of a sandbox.
 func (s *Server) liveSession(sandboxID, sessionID string) *session {
 	s.init()
 	s.mu.Lock()
