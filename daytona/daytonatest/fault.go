@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -222,8 +223,12 @@ func (s *Server) hang(ctx context.Context) {
 func dropConn(w http.ResponseWriter) {
 	if hj, ok := w.(http.Hijacker); ok {
 		if c, _, err := hj.Hijack(); err == nil {
-			if tc, ok := c.(*net.TCPConn); ok {
-				_ = tc.SetLinger(0) // RST: the client sees a reset, not a clean EOF
+			if tc, ok := c.(*tls.Conn); ok {
+				c = tc.NetConn()
+			}
+			// *net.TCPConn, or a connection shaped by WithNetwork.
+			if lc, ok := c.(interface{ SetLinger(int) error }); ok {
+				_ = lc.SetLinger(0) // RST: the client sees a reset, not a clean EOF
 			}
 			_ = c.Close()
 			return

@@ -18,8 +18,15 @@ const maxRequestLog = 200000
 // SimRequestsPath is where, under the API prefix (URL()+SimRequestsPath),
 // the emulator serves its request log as JSON for readers in another
 // process (benchmarks of cmd/daytona-sim). It is the emulator's own
-// endpoint, not Daytona's: it is neither logged nor delayed by WithLatency.
+// endpoint, not Daytona's: it is neither logged nor delayed by WithLatency
+// (under WithNetwork its bytes pay the network like any).
 const SimRequestsPath = "/__sim/requests"
+
+// SimConnectionsHeader is the header of the SimRequestsPath reply that
+// carries Connections, the TCP connections accepted so far (the reader's
+// own included), so a benchmark in another process can tell the
+// connections its client opened in a span from two reads.
+const SimConnectionsHeader = "X-Sim-Connections"
 
 // Request is one entry of the request log.
 type Request struct {
@@ -242,7 +249,8 @@ func (s *Server) simAdmit(w http.ResponseWriter, r *http.Request, method, wrongM
 // as a JSON array, without the first N entries the emulator ever logged
 // (entries dropped by ResetRequests or the log's bound count too, so a
 // reader that passes the number it has read so far never sees an entry
-// twice). It takes the API key like the API.
+// twice), with the connection count in SimConnectionsHeader. It takes the
+// API key like the API.
 func (s *Server) serveSimRequests(w http.ResponseWriter, r *http.Request) {
 	if !s.simAdmit(w, r, http.MethodGet, "only GET reads the request log") {
 		return
@@ -267,5 +275,6 @@ func (s *Server) serveSimRequests(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(SimConnectionsHeader, strconv.FormatInt(s.Connections(), 10))
 	_ = json.NewEncoder(w).Encode(out)
 }

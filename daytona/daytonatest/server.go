@@ -3,6 +3,7 @@ package daytonatest
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -45,6 +46,8 @@ type config struct {
 	transitionDelay time.Duration
 	diskBytes       int64
 	latency         time.Duration
+	network         Network // WithNetwork
+	tls             bool    // WithTLS
 	isolation       Isolation
 	logf            func(format string, args ...any)
 	// structuredErrors: the newer daemon's answer to a lost session
@@ -82,10 +85,14 @@ func WithTransitionDelay(d time.Duration) Option {
 func WithDiskBytes(n int64) Option { return func(c *config) { c.diskBytes = n } }
 
 // WithLatency delays every request of both planes, WebSocket upgrades
-// included, by d before the emulator handles it, as a network between the
-// client and Daytona would: d is the whole round trip of a request (the
-// reply is not delayed again) and WebSocket frames are not delayed. The
-// delay ends early when the client gives up or the server closes.
+// included, by d before the emulator handles it: d is the whole round trip
+// of a request (the reply is not delayed again). This is the older model,
+// a hold in the handler: a new connection, a TLS handshake and WebSocket
+// frames cost nothing, and an upgrade costs what a request on a warm
+// connection does. WithNetwork charges a network as it is, on the
+// connections; WithLatency stays for tests that want one fixed delay per
+// request (a slow server rather than a far one). The delay ends early
+// when the client gives up or the server closes.
 // Requests are logged on arrival, before the delay (Request.Handled is
 // when it ended); test-side controls and Await helpers are never delayed.
 // Zero or less means none (the default).
@@ -137,6 +144,11 @@ type Server struct {
 	closed       bool
 
 	baseURL atomic.Value // string: scheme://host:port once known (Start)
+	// conns counts the TCP connections accepted (Connections).
+	conns atomic.Int64
+	// cert and certPEM are what WithTLS serves.
+	cert    tls.Certificate
+	certPEM []byte
 
 	upstreamOnce sync.Once
 	upstream     *httputil.ReverseProxy
@@ -172,10 +184,12 @@ func (s *Server) Start(addr string) (string, error) {
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return "", fmt.Errorf("daytonatest: refusing non-loopback listen address %q", addr)
 	}
-	ln, err := net.Listen("tcp", addr)
+	tcp, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("daytonatest: %w", err)
 	}
+	// Every connection goes through the network model, which counts it.
+	ln := newNetListener(tcp, s.cfg.network, &s.conns)
 	// httptest's server on our listener: Close then cuts every client
 	// connection at once instead of waiting for hung requests to drain,
 	// which is what tests and a stopping daytona-sim both want.
@@ -184,10 +198,18 @@ func (s *Server) Start(addr string) (string, error) {
 	hs.Listener = ln
 	hs.Config.ReadHeaderTimeout = 10 * time.Second
 	hs.Config.ConnContext = connContext // for Request.NewConn
-	hs.Start()
+	scheme := "http"
+	if s.cfg.tls {
+		// StartTLS offers HTTP/1.1 only, as WebSocket upgrades need.
+		hs.TLS = &tls.Config{Certificates: []tls.Certificate{s.cert}, MinVersion: tls.VersionTLS12}
+		hs.StartTLS()
+		scheme = "https"
+	} else {
+		hs.Start()
+	}
 	s.mu.Lock()
 	s.httpSv = hs
-	s.baseURL.Store("http://" + ln.Addr().String())
+	s.baseURL.Store(scheme + "://" + tcp.Addr().String())
 	s.mu.Unlock()
 	return s.URL(), nil
 }
@@ -218,6 +240,13 @@ func (s *Server) init() {
 		s.stateDir = filepath.Join(c.dir, ".daytonatest-state")
 		if err := os.MkdirAll(s.stateDir, 0o700); err != nil {
 			panic(fmt.Sprintf("daytonatest: state dir: %v", err))
+		}
+		if c.tls {
+			cert, certPEM, err := selfSigned()
+			if err != nil {
+				panic(err)
+			}
+			s.cert, s.certPEM = cert, certPEM
 		}
 		s.method, s.isoNote = isolationFor(c.isolation)
 		if s.method == methodHost {

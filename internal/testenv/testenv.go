@@ -9,6 +9,7 @@ package testenv
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -65,6 +66,11 @@ func WithServer(opts ...daytonatest.Option) Option {
 // network costs.
 func WithLatency(d time.Duration) Option { return WithServer(daytonatest.WithLatency(d)) }
 
+// WithNetwork charges the emulator's connections a network
+// (daytonatest.WithNetwork): round trips per direction, the handshakes of
+// new connections, a bandwidth.
+func WithNetwork(n daytonatest.Network) Option { return WithServer(daytonatest.WithNetwork(n)) }
+
 // WithClient passes options to the client; they are applied after the
 // defaults (URL, key, FastBackOff polling, fast retries), so they win.
 func WithClient(opts ...daytona.Option) Option {
@@ -79,6 +85,14 @@ func New(tb testing.TB, opts ...Option) *Env {
 		o(&cfg)
 	}
 	srv := Server(tb, cfg.server...)
+	if pem := srv.CertPEM(); pem != nil {
+		// daytonatest.WithTLS: the client trusts the emulator's certificate.
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(pem)
+		tr := daytona.NewTransport()
+		tr.TLSClientConfig.RootCAs = roots
+		cfg.client = append([]daytona.Option{daytona.WithHTTPClient(&http.Client{Transport: tr})}, cfg.client...)
+	}
 	return &Env{Server: srv, Client: Client(tb, srv.URL(), srv.APIKey(), cfg.client...)}
 }
 
