@@ -10,7 +10,9 @@ const LOOPBACK_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
  * puts the environment config a host would pass into ctx.config:
  * { apiUrl, apiKey, timeoutMs }. The API key is a throwaway test key, and
  * still never printed. latency (Go duration syntax, e.g. "40ms") is passed
- * as -latency: every request and WebSocket upgrade waits that long.
+ * as -rtt: every connection pays that round trip per exchange, a new one a
+ * TCP handshake more, WebSocket frames included (plain HTTP: the worker
+ * here is given only the host's env, so no SSL_CERT_FILE for -tls).
  */
 export function daytonaSim(binary, { timeoutMs = 60_000, startupMs = 15_000, latency } = {}) {
   let child = null;
@@ -20,7 +22,7 @@ export function daytonaSim(binary, { timeoutMs = 60_000, startupMs = 15_000, lat
     async start(ctx) {
       // The latency run is the faithful one: a network's round trips and
       // the real daemon's labeler cost (docs/emulator.md#labeler-cost).
-      const faithful = latency ? ["-latency", latency, "-daemon-cost"] : [];
+      const faithful = latency ? ["-rtt", latency, "-daemon-cost"] : [];
       child = spawn(binary, ["-stop-on-eof", ...faithful], { stdio: ["pipe", "pipe", "pipe"], env: { PATH: process.env.PATH ?? "" } });
       exited = new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
       let stderr = "";

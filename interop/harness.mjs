@@ -10,9 +10,9 @@
 // both manifest profiles. Prints one line per check, writes
 // {"passed":n,"failed":n} to FILE, exits 1 on any failure. With --sim-bin,
 // the Daytona emulator (cmd/daytona-sim) runs as a fixture and its loopback
-// apiUrl/apiKey become ctx.config for the steps; --sim-latency delays its
-// every request and WebSocket upgrade (daytona-sim -latency), a real
-// network's round trip.
+// apiUrl/apiKey become ctx.config for the steps; --sim-latency puts a
+// network with that round trip between it and its clients (daytona-sim
+// -rtt: per direction, on the connections, handshakes included).
 
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync, readlinkSync, readdirSync, statSync, accessSync, constants as fsConstants, writeFileSync } from "node:fs";
@@ -53,7 +53,7 @@ for (const required of ["plugin-dir", "worker-bin"]) {
   }
 }
 
-const label = `node ${process.version}${args["sim-latency"] ? `, ${args["sim-latency"]} per request` : ""}`;
+const label = `node ${process.version}${args["sim-latency"] ? `, ${args["sim-latency"]} round trip` : ""}`;
 let passed = 0;
 let failed = 0;
 function pass(name, detail) {

@@ -131,7 +131,7 @@ case "$latency" in
   *)
     if [ ${#sim_args[@]} -eq 0 ]; then fail "INTEROP_LATENCY=$latency needs the emulator (cmd/daytona-sim)"
     elif [ -x "$node24" ]; then
-      echo "== interop under node24 ($("$node24" --version)), $latency per request"
+      echo "== interop under node24 ($("$node24" --version)), $latency round trip (daytona-sim -rtt)"
       run_harness "node24-latency" "$node24" --sim-latency "$latency"
     else fail "Node 24 ($node_pkg) is not installed at $node24"; fi ;;
 esac

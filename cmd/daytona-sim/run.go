@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"time"
 
@@ -26,13 +27,16 @@ type ready struct {
 	ToolboxProxyURL string `json:"toolboxProxyUrl"`
 	OrganizationID  string `json:"organizationId"`
 	Dir             string `json:"dir"`
+	// CACertFile is the PEM file of the certificate served under -tls.
+	CACertFile string `json:"caCertFile,omitempty"`
 }
 
 const usageHead = `usage: daytona-sim [flags]
 
 daytona-sim is an emulator of the Daytona API for tests and demos, not Daytona.
 It serves the Daytona REST and toolbox API on 127.0.0.1 and prints one JSON
-line on stdout: {"apiUrl","apiKey","toolboxProxyUrl","organizationId","dir"};
+line on stdout: {"apiUrl","apiKey","toolboxProxyUrl","organizationId","dir"}
+(and "caCertFile" under -tls);
 point a daytona-worker environment's apiUrl and apiKey at it.
 
 Sandbox commands really run on this machine: a "sandbox" is a directory under
@@ -47,9 +51,19 @@ yourself.
 
 It serves until SIGINT or SIGTERM (or, with -stop-on-eof, until stdin ends).
 
--latency D holds every API request, toolbox request and WebSocket upgrade
-for D before serving it, as a network to Daytona would: D stands for the
-whole round trip; WebSocket frames are not delayed.
+-rtt D charges every connection a network with round trip D, as a network
+to Daytona does: the bytes of each direction arrive D/2 after they were
+sent and a new connection's first bytes D later again (its TCP handshake),
+so a request on a warm connection costs one round trip, on a new one two,
+with -tls three, and WebSocket frames pay too. -bandwidth N limits each
+direction of each connection to N bytes a second. -tls serves https and
+wss with a self-signed certificate made at start, written to a file named
+in the ready line as "caCertFile" (and on stderr); a Go client such as
+daytona-worker trusts it with SSL_CERT_FILE=<that file>.
+
+-latency D is the older model, a slow server rather than a far one: it
+holds every API request, toolbox request and WebSocket upgrade for D
+before serving it; new connections, TLS and WebSocket frames cost nothing.
 
 Emulator only, not part of Daytona's API: GET <apiUrl>/__sim/requests (with
 the same bearer API key) returns the request log as a JSON array of
@@ -57,7 +71,9 @@ the same bearer API key) returns the request log as a JSON array of
 order; ?since=N skips the first N entries ever logged. route is the route
 template (e.g. "/process/session/{sessionId}/exec"), status is 0 while in
 flight or when no reply came, and newConn marks the first request of a TCP
-connection. It is neither logged nor delayed. POST <apiUrl>/__sim/pty-drop?sandbox=ID
+connection; its X-Sim-Connections header is the number of TCP connections
+accepted so far (the reader's own included). It is neither logged nor held
+by -latency. POST <apiUrl>/__sim/pty-drop?sandbox=ID
 (same key) cuts that sandbox's terminal WebSockets without a close frame, as a
 network failure would, and answers {"dropped":N}.
 
@@ -70,8 +86,11 @@ type settings struct {
 	apiKey, dir              string
 	transitionDelay, latency time.Duration
 	diskBytes                int64
-	stopOnEOF, verbose       bool
-	isolation                daytonatest.Isolation
+	// network is -rtt and -bandwidth; tls is -tls.
+	network            daytonatest.Network
+	tls                bool
+	stopOnEOF, verbose bool
+	isolation          daytonatest.Isolation
 	// daemonCost charges the daemon's labeler cost; structuredErrors
 	// answers lost sessions as newer daemons do; toolbox sends every
 	// sandbox's toolbox calls to a real daemon (docs/emulator.md).
@@ -99,6 +118,23 @@ func parseArgs(args []string, stdout io.Writer) (st settings, help bool, err err
 		st.latency = d
 		return nil
 	})
+	fs.Func("rtt", "round trip `duration` of the network to every connection, e.g. 40ms (default 0)", func(v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return errors.New("want a non-negative duration such as 40ms")
+		}
+		st.network.RTT = d
+		return nil
+	})
+	fs.Func("bandwidth", "`bytes` per second each direction of each connection may carry (default 0: unlimited)", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return errors.New("want bytes per second, a non-negative integer such as 1048576")
+		}
+		st.network.Bandwidth = n
+		return nil
+	})
+	fs.BoolVar(&st.tls, "tls", false, "serve https and wss with a self-signed certificate made at start (its file is the ready line's caCertFile)")
 	fs.Int64Var(&st.diskBytes, "disk-bytes", 0, "disk allocation of every new sandbox in bytes (default: its disk GiB)")
 	fs.Func("isolation", "`mode` of sandbox isolation: auto, off or userns (default auto, or $"+daytonatest.IsolationEnv+")", func(v string) error {
 		switch i := daytonatest.Isolation(v); i {
@@ -146,6 +182,12 @@ func (st settings) options(stderr io.Writer) []daytonatest.Option {
 	if st.latency > 0 {
 		opts = append(opts, daytonatest.WithLatency(st.latency))
 	}
+	if st.network != (daytonatest.Network{}) {
+		opts = append(opts, daytonatest.WithNetwork(st.network))
+	}
+	if st.tls {
+		opts = append(opts, daytonatest.WithTLS())
+	}
 	if st.diskBytes > 0 {
 		opts = append(opts, daytonatest.WithDiskBytes(st.diskBytes))
 	}
@@ -167,6 +209,24 @@ func (st settings) options(stderr io.Writer) []daytonatest.Option {
 	return opts
 }
 
+// writeCert writes the -tls certificate to a file of its own (removed
+// when daytona-sim stops) and returns its path.
+func writeCert(pem []byte) (string, error) {
+	f, err := os.CreateTemp("", "daytona-sim-cert-*.pem")
+	if err != nil {
+		return "", err
+	}
+	_, err = f.Write(pem)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
 // Run serves the emulator until ctx ends, or until stdin reaches EOF when
 // -stop-on-eof is given, so that a parent that spawned it with a stdin pipe
 // can stop it by closing the pipe. Without the flag stdin is ignored, so
@@ -184,10 +244,20 @@ func Run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if err != nil {
 		return err
 	}
-	line, _ := json.Marshal(ready{
+	r := ready{
 		APIURL: apiURL, APIKey: srv.APIKey(), ToolboxProxyURL: srv.ToolboxURL(),
 		OrganizationID: srv.OrganizationID(), Dir: srv.Dir(),
-	})
+	}
+	if pem := srv.CertPEM(); pem != nil {
+		f, err := writeCert(pem)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(f)
+		r.CACertFile = f
+		fmt.Fprintf(stderr, "daytona-sim: TLS certificate in %s (trust it with SSL_CERT_FILE=%s)\n", f, f)
+	}
+	line, _ := json.Marshal(r)
 	if _, err := fmt.Fprintf(stdout, "%s\n", line); err != nil {
 		return err
 	}

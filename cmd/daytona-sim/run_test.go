@@ -4,9 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,21 +144,25 @@ func TestRunUsageErrors(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	for _, args := range [][]string{{"-port", "-1"}, {"extra"}, {"-stdin-eof=false"}, {"-nope"}, {"-port"},
-		{"-latency", "40"}, {"-latency", "-1ms"}, {"-latency", "soon"}, {"-latency"}, {"-isolation", "chroot"}} {
+		{"-latency", "40"}, {"-latency", "-1ms"}, {"-latency", "soon"}, {"-latency"}, {"-isolation", "chroot"},
+		{"-rtt", "40"}, {"-rtt", "-1ms"}, {"-rtt"}, {"-bandwidth", "-1"}, {"-bandwidth", "1MB"}, {"-bandwidth"}, {"-tls=maybe"}} {
 		var errb bytes.Buffer
 		err := Run(ctx, args, nil, io.Discard, &errb)
 		require.Error(t, err, "%q", args)
 		assert.Equal(t, 2, cli.ExitCode(err), "%q", args)
 		assert.NotContains(t, err.Error(), "\n", "one line: %q", args)
 		assert.Empty(t, errb.String(), "the error is reported once, by main")
-		if args[0] == "-latency" {
-			assert.Contains(t, err.Error(), "-latency", "names the flag: %q", args)
+		if name, _, _ := strings.Cut(args[0], "="); name != "extra" && name != "-nope" && name != "-stdin-eof" {
+			assert.Contains(t, err.Error(), name, "names the flag: %q", args)
 		}
 		if args[0] == "-isolation" {
 			assert.Contains(t, err.Error(), "want auto, off or userns", "says what it wants: %q", args)
 		}
-		if len(args) == 2 && args[0] == "-latency" {
+		if len(args) == 2 && (args[0] == "-latency" || args[0] == "-rtt") {
 			assert.Contains(t, err.Error(), "duration such as 40ms", "says what it wants: %q", args)
+		}
+		if len(args) == 2 && args[0] == "-bandwidth" {
+			assert.Contains(t, err.Error(), "bytes per second", "says what it wants: %q", args)
 		}
 	}
 }
@@ -249,4 +257,77 @@ func TestRunServesRequestLog(t *testing.T) {
 	st, body = read("", "")
 	assert.Equal(t, http.StatusUnauthorized, st, body)
 	assert.NotContains(t, body, "k-log")
+}
+
+// TestNetworkFlags: -rtt and -bandwidth reach the emulator as its network
+// model: the first request of a new connection pays the handshake and the
+// request's round trip (lower bounds, measured by the client).
+func TestNetworkFlags(t *testing.T) {
+	const rtt = 50 * time.Millisecond
+	st, _, err := parseArgs([]string{"-rtt", "50ms", "-bandwidth", "1048576", "-dir", t.TempDir()}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, daytonatest.Network{RTT: rtt, Bandwidth: 1 << 20}, st.network)
+	none, _, err := parseArgs(nil, io.Discard)
+	require.NoError(t, err)
+	assert.Zero(t, none.network, "no network unless asked for")
+	assert.False(t, none.tls, "plain HTTP unless asked for")
+
+	srv := daytonatest.New(st.options(io.Discard)...)
+	defer srv.Close()
+	apiURL, err := srv.Start("")
+	require.NoError(t, err)
+	start := time.Now()
+	resp, err := get(t, apiURL+"/sandbox", srv.APIKey())
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	assert.GreaterOrEqual(t, time.Since(start), 2*rtt, "handshake and round trip")
+	assert.EqualValues(t, 1, srv.Connections())
+}
+
+// TestRunTLS: -tls serves https with a certificate written to the file the
+// ready line names, which a client that trusts it verifies; the request
+// log reports the connections; the file is gone once daytona-sim stops.
+func TestRunTLS(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	outR, outW := io.Pipe()
+	var errb bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{"-tls", "-rtt", "1ms", "-api-key", "k-tls", "-dir", t.TempDir()}, nil, outW, &errb)
+		outW.Close()
+	}()
+	line, err := bufio.NewReader(outR).ReadString('\n')
+	require.NoError(t, err)
+	go io.Copy(io.Discard, outR)
+	var r ready
+	require.NoError(t, json.Unmarshal([]byte(line), &r))
+	assert.True(t, strings.HasPrefix(r.APIURL, "https://127.0.0.1:"), r.APIURL)
+	assert.True(t, strings.HasPrefix(r.ToolboxProxyURL, "https://127.0.0.1:"), r.ToolboxProxyURL)
+	require.NotEmpty(t, r.CACertFile)
+	pem, err := os.ReadFile(r.CACertFile)
+	require.NoError(t, err)
+
+	_, err = get(t, r.APIURL+"/sandbox", "k-tls")
+	require.Error(t, err, "an unknown certificate is refused")
+	roots := x509.NewCertPool()
+	require.True(t, roots.AppendCertsFromPEM(pem))
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	req, err := http.NewRequestWithContext(ctx, "GET", r.APIURL+"/__sim/requests", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer k-tls")
+	resp, err := hc.Do(req)
+	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+	n, err := strconv.Atoi(resp.Header.Get(daytonatest.SimConnectionsHeader))
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, n, 2, "the refused connection and this one")
+
+	cancel()
+	require.NoError(t, <-done)
+	assert.Contains(t, errb.String(), "SSL_CERT_FILE="+r.CACertFile)
+	_, err = os.Stat(r.CACertFile)
+	assert.ErrorIs(t, err, os.ErrNotExist, "removed on exit")
 }
