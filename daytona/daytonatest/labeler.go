@@ -3,6 +3,8 @@ package daytonatest
 import (
 	"bytes"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -261,6 +263,11 @@ func (cm *command) completeLocked(code int) {
 	if cm.log != nil {
 		_ = cm.log.Close()
 		cm.log = nil
+	}
+	if cm.logPath != "" {
+		out, errp := cm.fifos(filepath.Dir(cm.logPath))
+		_ = os.Remove(out)
+		_ = os.Remove(errp)
 	}
 	close(cm.done)
 }

@@ -337,6 +337,7 @@ func tbSessionExec(c *call) {
 	}
 	async := req.RunAsync || req.Async
 	cm, err := ss.dispatch(req.Command, async, req.SuppressInputEcho)
+	written := time.Now()
 	if errors.Is(err, errShellGone) {
 		c.writeSessionEnded(false)
 		return
@@ -355,6 +356,13 @@ func tbSessionExec(c *call) {
 	case <-c.ctx().Done():
 		return
 	case <-c.s.done:
+		return
+	}
+	// The daemon polls the exit code file: once right after the write
+	// (never there yet), then every syncPoll, so the answer comes at the
+	// first tick after the command's end.
+	ticks := time.Since(written)/syncPoll + 1
+	if !c.s.sleep(c.ctx(), time.Until(written.Add(ticks*syncPoll))) {
 		return
 	}
 	ss.mu.Lock()
@@ -377,6 +385,17 @@ func tbSessionExec(c *call) {
 		resp["output"] = string(stripMarkers(raw))
 	}
 	writeJSON(c.w, http.StatusOK, resp)
+}
+
+// syncPoll is how often the daemon looks for a synchronous session
+// command's exit code file (time.Sleep(50 * time.Millisecond) in its
+// execute loop).
+const syncPoll = 50 * time.Millisecond
+
+// fifos are the command's own stdout and stderr pipes under the session's
+// host dir.
+func (cm *command) fifos(dir string) (out, err string) {
+	return filepath.Join(dir, cm.id+".out"), filepath.Join(dir, cm.id+".err")
 }
 
 // errShellGone: the session's shell has exited, so the write of a command
@@ -410,9 +429,29 @@ func (ss *session) dispatch(text string, async, suppressEcho bool) (*command, er
 	if async {
 		stdin = "<&3"
 	}
+	// The command writes to pipes of its own (FIFOs, as the daemon's
+	// wrapper gives it), relayed to the shell's streams by two cats that
+	// the shell waits for before it prints the sentinels: like the
+	// daemon's exit code, the completion comes only once every process
+	// holding the command's stdout or stderr (a background job it left)
+	// has closed it, and the next command waits for that too.
+	out, errp := cm.fifos(ss.dir)
+	for _, fp := range []string{out, errp} {
+		if err := syscall.Mkfifo(fp, 0o600); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		if err := ss.sb.view.own(fp); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+	}
+	sOut, sErr := shell.Quote(ss.scripts+"/"+cm.id+".out"), shell.Quote(ss.scripts+"/"+cm.id+".err")
 	tok := string(ss.token)
-	line := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; source %s %s; printf '%%s:%%s:%%s\\n' %s %s \"$?\"; printf '%%s:%%s\\n' %s %s >&2\n",
-		ss.sb.fsizeBlocks(), shell.Quote(ss.scripts+"/"+cm.id+".sh"), stdin, shell.Quote(tok), shell.Quote(cm.id), shell.Quote(tok), shell.Quote(cm.id))
+	line := fmt.Sprintf("ulimit -S -f %d 2>/dev/null; cat %s & __dt_o=$!; cat %s >&2 & __dt_e=$!; source %s %s >%s 2>%s; __dt_rc=$?; wait $__dt_o $__dt_e; "+
+		"printf '%%s:%%s:%%s\\n' %s %s \"$__dt_rc\"; printf '%%s:%%s\\n' %s %s >&2\n",
+		ss.sb.fsizeBlocks(), sOut, sErr, shell.Quote(ss.scripts+"/"+cm.id+".sh"), stdin, sOut, sErr,
+		shell.Quote(tok), shell.Quote(cm.id), shell.Quote(tok), shell.Quote(cm.id))
 	if _, err := io.WriteString(ss.script, line); err != nil {
 		_ = f.Close()
 		return nil, errShellGone

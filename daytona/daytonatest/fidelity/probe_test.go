@@ -416,3 +416,89 @@ func TestProbeFiles(t *testing.T) {
 	st, _ = tb.do("DELETE", "/files?path="+url.QueryEscape(p), nil)
 	assert.Equal(t, http.StatusNoContent, st)
 }
+
+// timedExec runs a synchronous session exec and returns its answer and
+// how long it took, measured by the client from the request.
+func (tb *toolbox) timedExec(sid, cmd string) (execAnswer, time.Duration) {
+	tb.t.Helper()
+	start := time.Now()
+	st, a, b := tb.exec(sid, cmd, false)
+	took := time.Since(start)
+	require.Equal(tb.t, http.StatusOK, st, string(b))
+	require.NotNil(tb.t, a.ExitCode, string(b))
+	return a, took
+}
+
+// TestProbeSyncExecPollTick: a synchronous exec is answered at the first
+// of the daemon's 50 ms polls of the exit code file after the command
+// ended, counted from the write: never at the poll right after the write,
+// so even `true` takes at least 50 ms, and a command of 120 ms misses the
+// 100 ms poll and is answered at the 150 ms one (lower bounds: a loaded
+// machine can only make it later).
+func TestProbeSyncExecPollTick(t *testing.T) {
+	tb := newToolbox(t)
+	sid := tb.session()
+	tb.timedExec(sid, "true") // warm: the first command of a session may pay its start
+	for i := range 3 {
+		a, took := tb.timedExec(sid, "true")
+		assert.Equal(t, 0, *a.ExitCode)
+		assert.GreaterOrEqual(t, took, 50*time.Millisecond, "`true` %d: not at the first check", i)
+	}
+	a, took := tb.timedExec(sid, "sleep 0.12; echo slept")
+	assert.Equal(t, "slept\n", *a.Stdout)
+	assert.GreaterOrEqual(t, took, 150*time.Millisecond, "120 ms of command: the 150 ms poll")
+}
+
+// TestProbeExitWaitsForPipeHolders: a command's exit code (the sync
+// answer, and the async command's recorded exitCode) comes only once every
+// process holding its stdout or stderr has closed it: a background job the
+// command left that still writes there holds the answer back and its later
+// output is in it; one that let go of the pipe does not. Order only, no
+// clock: the job marks its own end with a file.
+func TestProbeExitWaitsForPipeHolders(t *testing.T) {
+	tb := newToolbox(t)
+	sid := tb.session()
+	held, free := "/tmp/fidelity-held-"+randHex(), "/tmp/fidelity-free-"+randHex()
+	a, _ := tb.timedExec(sid, fmt.Sprintf(`(sleep 0.5; echo late; echo late-err >&2; touch %s) & echo early`, held))
+	assert.Equal(t, "early\nlate\n", *a.Stdout, "the holder's later output is in the answer")
+	assert.Equal(t, "late-err\n", *a.Stderr)
+	assert.True(t, tb.exists(held), "answered after the holder let go")
+
+	a, _ = tb.timedExec(sid, fmt.Sprintf(`(sleep 2; touch %s) >/dev/null 2>&1 & echo done`, free))
+	assert.Equal(t, "done\n", *a.Stdout)
+	assert.False(t, tb.exists(free), "a job that closed the pipe does not hold the answer")
+
+	held = "/tmp/fidelity-held-" + randHex()
+	_, a, _ = tb.exec(sid, fmt.Sprintf(`(sleep 0.5; echo late; touch %s) & echo early`, held), true)
+	assert.Equal(t, 0, tb.exited(sid, a.CmdID))
+	assert.True(t, tb.exists(held), "the async exit code too waits for the holder")
+	assert.Equal(t, "early\nlate\n", *tb.logs(sid, a.CmdID).Stdout)
+}
+
+// TestProbeSessionListsCommands: GET /process/session/{id} lists each
+// command with its id and its text as sent, so a client can find a
+// synchronous command's id by a token in its text.
+func TestProbeSessionListsCommands(t *testing.T) {
+	tb := newToolbox(t)
+	sid := tb.session()
+	token := "fidelity-token-" + randHex()
+	a, _ := tb.timedExec(sid, "echo "+token)
+	st, b := tb.do("GET", "/process/session/"+sid, nil)
+	require.Equal(t, http.StatusOK, st, string(b))
+	var got struct {
+		SessionID string           `json:"sessionId"`
+		Commands  []map[string]any `json:"commands"`
+	}
+	require.NoError(t, json.Unmarshal(b, &got), string(b))
+	assert.Equal(t, sid, got.SessionID)
+	var found []map[string]any
+	for _, c := range got.Commands {
+		if s, _ := c["command"].(string); strings.Contains(s, token) {
+			found = append(found, c)
+		}
+	}
+	require.Len(t, found, 1, string(b))
+	assert.Equal(t, a.CmdID, found[0]["id"])
+	assert.Equal(t, "echo "+token, found[0]["command"])
+	assert.EqualValues(t, 0, found[0]["exitCode"])
+}
