@@ -37,9 +37,9 @@ live:
 fidelity:
 	bash scripts/fidelity.sh
 
-# Start-up and execute benchmarks; the execute one runs at 0 ms and again at
-# LATENCY per request (default 40ms; `make bench LATENCY=80ms`, LATENCY=0 skips
-# it). Knobs in scripts/bench.sh.
+# Start-up and execute benchmarks; the execute one runs at each round trip of
+# BENCH_RTT (default 0,40,100 ms; `make bench BENCH_RTT=0,80`), over TLS with
+# the daemon's labeler cost. Knobs in scripts/bench.sh.
 bench:
 	bash scripts/bench.sh
 

@@ -3,8 +3,8 @@
 // 2026.916.1, against cmd/daytona-sim on loopback.
 //
 //   node bench/execute.mjs --launcher PATH --manifest PATH --sim PATH [--runs 7]
-//        [--latency 0,40ms] [--echo-runs 11] [--suite issue5,issue12] [--proxy]
-//        [--json FILE] [--markdown FILE] [--command TEXT] [--commit REV]
+//        [--rtt 0,40,100] [--echo-runs 11] [--suite issue5,issue12] [--plain]
+//        [--proxy] [--json FILE] [--markdown FILE] [--command TEXT] [--commit REV]
 //
 // Issue #5 measures (at 0 ms only; medians of --runs after one warm-up):
 //   throughput  environmentExecute whose command prints 1 MiB of stdout, live
@@ -18,45 +18,48 @@
 //   peak RSS    VmHWM of the worker process after a command printed 100 MiB,
 //               and of a fresh worker after 1 GiB (the output cap bounds it)
 //
-// Issue #12 measures, at every --latency (one sim per latency, each request,
-// toolbox request and WebSocket upgrade held that long), for the session path
-// and the one-shot path (bypassSession, the baseline) in the same run, the
-// two paths alternating command by command:
-//   echo hi     median of --echo-runs `echo hi` in ms, and in round trips
-//               (ms / latency)
-//   1 / 8 MiB   `cat` of a 1 MiB and an 8 MiB file: MiB/s and ms (medians of
-//               --runs), session / one-shot ratio
-//   requests    API calls and new connections per command by operation
-//               (dispatch, follow, status, snapshot, execute...), from the
-//               sim's request log read before and after each command
+// The network measures (suite issue12; issues #12 and #27), at every --rtt:
+// one sim per round trip, started with -rtt (every connection pays the
+// round trip per direction, a new one its TCP handshake too), -tls (the API
+// over https and wss, so a new connection also pays the TLS handshake; the
+// worker trusts the sim's certificate through SSL_CERT_FILE; --plain turns
+// it off) and -daemon-cost (the real daemon's labeler cost). For the
+// session path and the one-shot path (bypassSession, the baseline) in the
+// same run, the two paths alternating command by command, medians of
+// --echo-runs (`echo hi`) or --runs commands after one warm-up each:
+//   echo hi     ms, and round trips (ms / RTT)
+//   1 / 8 MiB   `cat` of a generated 1 MiB and 8 MiB file
+//   lines       `cat` of 100,000 short lines (seq)
+//   labels      `cat` of a file holding NUL bytes and the daemon's stream
+//               label bytes \x01\x01\x01 and \x02\x02\x02, no final newline
+//   for each: session / one-shot as a ratio and as a difference in RTT
+//   units; whether each path's stdout equals the expected bytes exactly;
+//   the distinct values of result.metadata.logStream and how often each
+//   came; API calls and new connections per command by operation
+//   (dispatch, follow, status, snapshot, execute...) from the sim's request
+//   log read before and after each command, and the TCP connections the
+//   sim accepted while the measured commands ran (its X-Sim-Connections
+//   count; the bench's own log reads reuse one connection).
 //   floors      at 0 ms, next to the 8 MiB one-shot path and alternating
 //               with it: what the same command costs without the worker.
 //               host: the real worker manager calling a stand-in worker
 //               (bench/floor-worker.mjs) that answers with the one-shot
 //               path's own 8 MiB result, so only the host's side of the
-//               pipe is timed (its readline, JSON.parse, settling the call);
-//               emulator: the same command line the worker sends, POSTed
-//               to the sim's /process/execute from this process, the answer
-//               read to its last byte. The result line cannot be complete
-//               before the answer is, so the two are serial: their sum
-//               bounds the one-shot rate on this machine, and one-shot ms
-//               minus the floors is the worker's share (per round, then
-//               the median). The emulator floor includes Node's HTTP
-//               client reading the answer where the worker's Go client
-//               reads it while it arrives, so a share near 0 or below it
-//               means nothing is left to take.
-// --markdown writes the issue #12 table, the per-operation counts and the
-// issue's bars (with whether each holds) for bench/BENCHMARKS.md.
+//               pipe is timed; emulator: the same command line the worker
+//               sends, POSTed to the sim's /process/execute from this
+//               process, the answer read to its last byte. one-shot ms
+//               minus the floors is the worker's share.
+// --markdown writes the tables (for bench/BENCHMARKS.md).
 //
-// Latency and the request log come from the sim (-latency, GET
-// <apiUrl>/__sim/requests) when it has them; otherwise (an older sim, or
-// --proxy) from bench/simproxy.mjs in front of it. At 0 ms without a request
-// log, a second lease through a proxy that adds no delay counts the requests
-// while the timed commands go straight to the sim.
+// --latency is the old name of --rtt. With a sim build that has no -rtt
+// the round trip falls back to -latency (a hold per request), and with
+// --proxy (or a sim without a request log) to bench/simproxy.mjs in front
+// of the sim, both plain HTTP.
 
 import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import https from "node:https";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -74,11 +77,17 @@ const { values: opts } = parseArgs({
     launcher: { type: "string" }, manifest: { type: "string" }, sim: { type: "string" },
     runs: { type: "string", default: "7" }, json: { type: "string" },
     "rss-sizes": { type: "string", default: "100,1024" },
-    latency: { type: "string", default: "0" }, "echo-runs": { type: "string", default: "11" },
+    rtt: { type: "string" }, latency: { type: "string" }, "echo-runs": { type: "string", default: "11" },
     suite: { type: "string", default: "issue5,issue12" }, proxy: { type: "boolean", default: false },
+    plain: { type: "boolean", default: false }, help: { type: "boolean", default: false },
     markdown: { type: "string" }, command: { type: "string" }, commit: { type: "string" },
   },
 });
+if (opts.help) {
+  const text = readFileSync(fileURLToPath(import.meta.url), "utf8");
+  console.log(text.slice(0, text.indexOf("\nimport ")).replace(/^\/\/ ?/gm, ""));
+  process.exit(0);
+}
 const RUNS = Number(opts.runs);
 const ECHO_RUNS = Number(opts["echo-runs"]);
 const suites = new Set(opts.suite.split(","));
@@ -86,18 +95,21 @@ if (!(RUNS >= 1) || !(ECHO_RUNS >= 1)) throw new Error("--runs and --echo-runs m
 // "40ms", "0.04s", "40" (ms), "0".
 const parseMs = (s) => {
   const m = /^(\d+(?:\.\d+)?)(ms|s)?$/.exec(s.trim());
-  if (!m) throw new Error(`bad --latency ${JSON.stringify(s)} (want e.g. 0,40ms)`);
+  if (!m) throw new Error(`bad --rtt ${JSON.stringify(s)} (want e.g. 0,40,100 or 0,40ms)`);
   return Number(m[1]) * (m[2] === "s" ? 1000 : 1);
 };
-const latencies = opts.latency.split(",").map(parseMs);
+const latencies = (opts.rtt ?? opts.latency ?? "0,40,100").split(",").map(parseMs);
 const manifest = (await import(pathToFileURL(path.resolve(opts.manifest)).href)).default;
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const nowNs = () => BigInt(Math.round((performance.timeOrigin + performance.now()) * 1e6));
 const MiB = 1048576;
 
-// Whether this sim build has the -latency flag (older builds do not).
+// Whether this sim build has the -rtt, -tls and -latency flags (older
+// builds do not).
 const simHelp = spawnSync(opts.sim, ["-help"], { encoding: "utf8" });
 const simHasLatency = /-latency\b/.test(simHelp.stdout ?? "");
+const simHasRTT = /-rtt\b/.test(simHelp.stdout ?? "");
+const simHasTLS = /-tls\b/.test(simHelp.stdout ?? "");
 // The emulator's Daytona layout starts every one-shot command through a
 // fresh mount namespace (docs/emulator.md#sandbox-layout), a per-process
 // cost real Daytona does not have and that would count against the
@@ -113,7 +125,12 @@ async function startSim(latencyMs) {
   const args = ["-stop-on-eof"];
   if (simHasIsolation) args.push("-isolation", "off");
   if (simHasDaemonCost) args.push("-daemon-cost");
-  if (latencyMs > 0 && simHasLatency && !opts.proxy) args.push("-latency", `${latencyMs}ms`);
+  const useTLS = simHasTLS && !opts.plain && !opts.proxy;
+  if (useTLS) args.push("-tls");
+  if (latencyMs > 0 && !opts.proxy) {
+    if (simHasRTT) args.push("-rtt", `${latencyMs}ms`);
+    else if (simHasLatency) args.push("-latency", `${latencyMs}ms`);
+  }
   const child = spawn(opts.sim, args, { stdio: ["pipe", "pipe", "inherit"] });
   const line = await new Promise((resolve, reject) => {
     let out = "";
@@ -126,9 +143,16 @@ async function startSim(latencyMs) {
   });
   const ready = JSON.parse(line);
   const sim = { child, toolboxProxyUrl: ready.toolboxProxyUrl, config: { apiUrl: ready.apiUrl, apiKey: ready.apiKey, timeoutMs: 600000 } };
+  // The bench's own requests to the sim: one kept-alive connection, which
+  // trusts the sim's certificate under -tls.
+  sim.caCertFile = ready.caCertFile;
+  sim.agentOptions = { keepAlive: true, maxSockets: 1, ...(ready.caCertFile ? { ca: readFileSync(ready.caCertFile) } : {}) };
+  sim.agent = ready.apiUrl.startsWith("https:") ? new https.Agent(sim.agentOptions) : new http.Agent(sim.agentOptions);
+  sim.workerEnv = ready.caCertFile ? { SSL_CERT_FILE: ready.caCertFile } : {};
   sim.log = await simLog(sim);
-  sim.latencyVia = latencyMs === 0 ? "none" : "daytona-sim -latency";
-  if (latencyMs > 0 && !args.includes("-latency")) {
+  sim.latencyVia = latencyMs === 0 ? "none" : args.includes("-rtt") ? "daytona-sim -rtt (per direction, handshakes charged)" : "daytona-sim -latency (a hold per request)";
+  sim.tls = useTLS;
+  if (latencyMs > 0 && !args.includes("-rtt") && !args.includes("-latency")) {
     // Everything, timed and counted, goes through the proxy.
     sim.proxy = await startProxy({ target: new URL(ready.apiUrl).origin, latencyMs });
     sim.config = { ...sim.config, apiUrl: sim.proxy.rewrite(ready.apiUrl) };
@@ -140,15 +164,36 @@ async function startSim(latencyMs) {
   return sim;
 }
 
+// request sends one request with agent (http or https by the URL) and
+// resolves to { status, headers, body } once the answer has ended.
+function request(url, { method = "GET", headers = {}, body, agent } = {}) {
+  const u = new URL(url);
+  const mod = u.protocol === "https:" ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = mod.request(u, { method, agent, headers: body === undefined ? headers : { ...headers, "content-length": Buffer.byteLength(body) } }, (resp) => {
+      const chunks = [];
+      resp.on("data", (d) => chunks.push(d));
+      resp.on("end", () => resolve({ status: resp.statusCode, headers: resp.headers, body: Buffer.concat(chunks) }));
+      resp.on("error", reject);
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
 // The sim's request log, or null when this build has none. ?since=N skips
 // the first N entries ever logged; the log's own reads are not logged.
 async function simLog(sim) {
   const url = `${sim.config.apiUrl}/__sim/requests`;
+  let conns = null;
   const get = async (since) => {
-    const resp = await fetch(`${url}?since=${since}`, { headers: { authorization: `Bearer ${sim.config.apiKey}` } });
-    if (!resp.ok) throw new Error(`${url}: ${resp.status}`);
-    const body = await resp.json();
+    const resp = await request(`${url}?since=${since}`, { headers: { authorization: `Bearer ${sim.config.apiKey}` }, agent: sim.agent });
+    if (resp.status !== 200) throw new Error(`${url}: ${resp.status}`);
+    const body = JSON.parse(resp.body.toString("utf8"));
     if (!Array.isArray(body)) throw new Error(`${url}: not a JSON array`);
+    // X-Sim-Connections: TCP connections the sim accepted so far.
+    const c = Number(resp.headers["x-sim-connections"]);
+    if (Number.isFinite(c)) conns = c;
     return body;
   };
   let seen;
@@ -161,25 +206,29 @@ async function simLog(sim) {
     source: "daytona-sim GET <apiUrl>/__sim/requests",
     mark: async () => (seen += (await get(seen)).length),
     since: get,
+    // The sim's accepted connections as of the last read (null: not told).
+    connections: () => conns,
   };
 }
 
 function proxyLog(proxy) {
-  return { source: "bench/simproxy.mjs", mark: async () => proxy.requests().length, since: async (n) => proxy.requests(n) };
+  return { source: "bench/simproxy.mjs", mark: async () => proxy.requests().length, since: async (n) => proxy.requests(n), connections: () => null };
 }
 
 function stopSim(sim) {
+  sim.agent?.destroy();
   sim.proxy?.close();
   sim.counting?.close();
   sim.child.stdin.end();
 }
 
 let seq = 0;
-async function startWorker(manager) {
+// env reaches the worker process (SSL_CERT_FILE for a sim under -tls).
+async function startWorker(manager, env = {}) {
   const handle = await manager.startWorker(`00000000-0000-4000-8000-${String(++seq).padStart(12, "0")}`, {
     entrypointPath: opts.launcher, manifest, config: {},
     instanceInfo: { instanceId: "bench", hostVersion: "2026.916.1" }, apiVersion: 1, databaseNamespace: null,
-    hostHandlers: {}, autoRestart: false, env: {},
+    hostHandlers: {}, autoRestart: false, env,
   });
   return handle;
 }
@@ -260,17 +309,22 @@ const PATHS = [["session", false], ["oneShot", true]];
 // turns at going first in a round, so that neither always follows the
 // work of the round before (the extras: the floors parse and read 8 MiB
 // in this process, the host's, just before the next round). check throws on
-// a wrong result; log (may be null) counts the requests of each command.
-// extras ([name, fn] pairs, e.g. the floors) run after the paths in every
-// round: fn gets this round's one-shot result and returns its ms.
-async function scenario(handle, l, log, script, runs, check, extras = []) {
+// a result that is no result (a failed command); expected (a string, may
+// be undefined) is what stdout must equal exactly, recorded per path, not
+// thrown; log (may be null) counts the requests of each command and the
+// connections the sim accepted over the measured rounds. extras ([name,
+// fn] pairs, e.g. the floors) run after the paths in every round: fn gets
+// this round's one-shot result and returns its ms.
+async function scenario(handle, l, log, script, runs, check, extras = [], expected = undefined) {
   const out = {};
-  for (const [name] of PATHS) out[name] = { ms: [], tallies: [] };
+  for (const [name] of PATHS) out[name] = { ms: [], tallies: [], exact: 0, inexact: 0, logStreams: {} };
   for (const [name] of extras) out[name] = { ms: [] };
+  let connsAtStart = null;
   for (let i = 0; i <= runs; i++) {
     let oneShot;
     for (const [name, bypassSession] of i % 2 === 0 ? PATHS : [...PATHS].reverse()) {
       const mark = log ? await log.mark() : 0;
+      if (i === 1 && connsAtStart === null) connsAtStart = log?.connections() ?? null;
       let live = 0;
       const t0 = performance.now();
       const r = await execute(handle, l, script, { bypassSession, onLog: (stream, chunk) => { live += chunk.length; } });
@@ -278,17 +332,39 @@ async function scenario(handle, l, log, script, runs, check, extras = []) {
       check(r);
       if (bypassSession) oneShot = r;
       if (i === 0) continue;
-      out[name].ms.push(ms);
-      out[name].bytes = r.stdout.length;
-      out[name].liveShare = live / Math.max(1, r.stdout.length);
-      if (log) out[name].tallies.push(tally(await log.since(mark)));
+      const o = out[name];
+      o.ms.push(ms);
+      o.bytes = r.stdout.length;
+      o.liveShare = live / Math.max(1, r.stdout.length);
+      if (expected !== undefined) {
+        if (r.stdout === expected) o.exact++;
+        else {
+          o.inexact++;
+          o.firstDiff ??= firstDiff(r.stdout, expected);
+        }
+      }
+      const ls = String(r.metadata?.logStream ?? "(none)");
+      o.logStreams[ls] = (o.logStreams[ls] ?? 0) + 1;
+      if (log) o.tallies.push(tally(await log.since(mark)));
     }
     for (const [name, fn] of extras) {
       const ms = await fn(oneShot);
       if (i > 0) out[name].ms.push(ms);
     }
   }
+  if (log) await log.mark();
+  const connsAtEnd = log?.connections() ?? null;
+  out.acceptedConnections = connsAtStart === null || connsAtEnd === null ? null : connsAtEnd - connsAtStart;
   return out;
+}
+
+// firstDiff describes where got first differs from want (lengths in
+// UTF-16 units, which are bytes for these ASCII outputs).
+function firstDiff(got, want) {
+  let i = 0;
+  while (i < got.length && i < want.length && got[i] === want[i]) i++;
+  const show = (x) => JSON.stringify(x.slice(Math.max(0, i - 8), i + 8));
+  return `length ${got.length} vs ${want.length}, first difference at ${i}: got ${show(got)}, want ${show(want)}`;
 }
 
 // The command line the worker sends for `bash -c script` in cwd on its
@@ -327,26 +403,17 @@ function floors(manager, sim, l, script, check) {
     check(r);
     return ms;
   };
-  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
   const url = new URL(`${sim.toolboxProxyUrl}/${l.lease.providerLeaseId}/process/execute`);
+  const agent = url.protocol === "https:" ? new https.Agent(sim.agentOptions) : new http.Agent(sim.agentOptions);
   const body = JSON.stringify({ command: workerCommandLine(l.lease.metadata.remoteCwd, script), timeout: 600 });
-  const emulator = () => new Promise((resolve, reject) => {
+  const emulator = async () => {
     const t0 = performance.now();
-    const req = http.request(url, { method: "POST", agent, headers: { authorization: `Bearer ${sim.config.apiKey}`,
-      "content-type": "application/json", "content-length": Buffer.byteLength(body) } }, (resp) => {
-      let n = 0;
-      let tail = "";
-      resp.on("data", (d) => { n += d.length; tail = d.subarray(-2).toString(); });
-      resp.on("end", () => {
-        const ms = performance.now() - t0;
-        if (resp.statusCode !== 200 || n < 8 * MiB || tail !== '"}') reject(new Error(`emulator floor: ${resp.statusCode}, ${n} bytes`));
-        else resolve(ms);
-      });
-      resp.on("error", reject);
-    });
-    req.on("error", reject);
-    req.end(body);
-  });
+    const resp = await request(url, { method: "POST", agent, body, headers: { authorization: `Bearer ${sim.config.apiKey}`, "content-type": "application/json" } });
+    const ms = performance.now() - t0;
+    const tail = resp.body.subarray(-2).toString();
+    if (resp.status !== 200 || resp.body.length < 8 * MiB || tail !== '"}') throw new Error(`emulator floor: ${resp.status}, ${resp.body.length} bytes`);
+    return ms;
+  };
   return {
     ways: [["hostFloor", host], ["emulatorFloor", emulator]],
     close: async () => {
@@ -357,45 +424,66 @@ function floors(manager, sim, l, script, check) {
   };
 }
 
+// The cases after `echo hi`: [key, label, file, expected stdout]. The files
+// are generated in the sandbox once per lease; the expected bytes here.
+const lineOf = (ch) => `${ch.repeat(1023)}\n`;
+const CASES = [
+  ["mib1", "1 MiB", "bench-1mib.txt", lineOf("a").repeat(1024)],
+  ["mib8", "8 MiB", "bench-8mib.txt", lineOf("b").repeat(8 * 1024)],
+  ["lines", "100,000 short lines", "bench-lines.txt", Array.from({ length: 100000 }, (_, i) => `${i + 1}\n`).join("")],
+  ["labels", "NUL and label bytes", "bench-labels.bin", "x\0y\n\x01\x01\x01out\n\x02\x02\x02err\n\0\n\x01\x01\x01\x02\x02\x02"],
+];
+const MAKE_FILES = (dir) => [
+  `head -c ${MiB} /dev/zero | tr '\\0' 'a' | fold -w 1023 | head -c ${MiB} > '${dir}/bench-1mib.txt'`,
+  `head -c ${8 * MiB} /dev/zero | tr '\\0' 'b' | fold -w 1023 | head -c ${8 * MiB} > '${dir}/bench-8mib.txt'`,
+  `seq 1 100000 > '${dir}/bench-lines.txt'`,
+  `printf 'x\\000y\\n\\001\\001\\001out\\n\\002\\002\\002err\\n\\000\\n\\001\\001\\001\\002\\002\\002' > '${dir}/bench-labels.bin'`,
+].join(" && ");
+
 // withFloors ({manager, sim}, at 0 ms only) adds the floors to the 8 MiB
 // scenario.
 async function issue12(handle, l, latencyMs, log, countOnly = false, withFloors = null) {
   const dir = l.lease.metadata.remoteCwd;
-  const f1 = `${dir}/bench-1mib.txt`;
-  const f8 = `${dir}/bench-8mib.txt`;
-  await execute(handle, l, `head -c ${MiB} /dev/zero | tr '\\0' 'a' | fold -w 1023 | head -c ${MiB} > '${f1}' && ` +
-    `head -c ${8 * MiB} /dev/zero | tr '\\0' 'b' | fold -w 1023 | head -c ${8 * MiB} > '${f8}'`);
+  const made = await execute(handle, l, MAKE_FILES(dir), { bypassSession: true });
+  if (made.exitCode !== 0) throw new Error(`making the bench files: ${JSON.stringify(made).slice(0, 300)}`);
   const runs = countOnly ? 2 : RUNS;
   const res = { latencyMs };
-  const echo = await scenario(handle, l, log, "echo hi", countOnly ? 5 : ECHO_RUNS, (r) => {
-    if (r.stdout !== "hi\n" || r.exitCode !== 0) throw new Error(`echo hi: ${JSON.stringify(r).slice(0, 300)}`);
-  });
-  const big = (size, ch) => (r) => {
-    if (r.stdout.length !== size || r.stdout[0] !== ch || r.exitCode !== 0) throw new Error(`cat ${size}: got ${r.stdout.length} chars`);
+  const ok = (what) => (r) => {
+    if (r.exitCode !== 0) throw new Error(`${what}: ${JSON.stringify(r).slice(0, 300)}`);
   };
-  const m1 = await scenario(handle, l, log, `cat '${f1}'`, runs, big(MiB, "a"));
-  const fl = withFloors ? floors(withFloors.manager, withFloors.sim, l, `cat '${f8}'`, big(8 * MiB, "b")) : null;
-  let m8;
-  try {
-    m8 = await scenario(handle, l, log, `cat '${f8}'`, runs, big(8 * MiB, "b"), fl?.ways ?? []);
-  } finally {
-    await fl?.close();
+  const sc = {};
+  sc.echo = await scenario(handle, l, log, "echo hi", countOnly ? 5 : ECHO_RUNS, (r) => {
+    if (r.stdout !== "hi\n" || r.exitCode !== 0) throw new Error(`echo hi: ${JSON.stringify(r).slice(0, 300)}`);
+  }, [], "hi\n");
+  for (const [key, label, file, expected] of CASES) {
+    const script = `cat '${dir}/${file}'`;
+    const fl = withFloors && key === "mib8" ? floors(withFloors.manager, withFloors.sim, l, script, ok(label)) : null;
+    try {
+      sc[key] = await scenario(handle, l, log, script, runs, ok(label), fl?.ways ?? [], expected);
+    } finally {
+      await fl?.close();
+    }
+    if (fl) sc[key].floors = true;
   }
-  for (const [key, sc, bytes] of [["echo", echo, 0], ["mib1", m1, MiB], ["mib8", m8, 8 * MiB]]) {
-    res[key] = {};
+  for (const [key, bytes] of [["echo", 0], ...CASES.map(([k, , , e]) => [k, e.length])]) {
+    res[key] = { acceptedConnections: sc[key].acceptedConnections };
     for (const [name] of PATHS) {
-      const ms = median(sc[name].ms);
-      res[key][name] = { medianMs: ms, runs: sc[name].ms.length, samplesMs: sc[name].ms.map((t) => Math.round(t * 10) / 10),
-        requests: summarize(sc[name].tallies) };
+      const x = sc[key][name];
+      const ms = median(x.ms);
+      res[key][name] = { medianMs: ms, runs: x.ms.length, samplesMs: x.ms.map((t) => Math.round(t * 10) / 10),
+        requests: summarize(x.tallies), exact: x.exact, inexact: x.inexact, firstDiff: x.firstDiff, logStreams: x.logStreams };
       if (latencyMs > 0) res[key][name].roundTrips = ms / latencyMs;
-      if (bytes) {
+      if (bytes >= MiB) {
         res[key][name].MiBs = bytes / MiB / (ms / 1000); // the rate of the median command
-        res[key][name].liveShare = sc[name].liveShare;
+        res[key][name].liveShare = x.liveShare;
       }
     }
-    if (bytes) res[key].ratioSessionToOneShot = res[key].session.MiBs / res[key].oneShot.MiBs;
+    res[key].ratioSessionToOneShot = res[key].session.medianMs / res[key].oneShot.medianMs;
+    res[key].diffMs = res[key].session.medianMs - res[key].oneShot.medianMs;
+    if (latencyMs > 0) res[key].diffRoundTrips = res[key].diffMs / latencyMs;
   }
-  if (fl) {
+  const m8 = sc.mib8;
+  if (m8.floors) {
     const f = {};
     for (const k of ["hostFloor", "emulatorFloor"]) {
       f[k] = { medianMs: median(m8[k].ms), runs: m8[k].ms.length, samplesMs: m8[k].ms.map((t) => Math.round(t * 10) / 10) };
@@ -450,9 +538,9 @@ async function issue5(handle, l, sim, results) {
   const baseRates = [];
   for (let i = 0; i <= RUNS; i++) {
     const t0 = performance.now();
-    const resp = await fetch(tbUrl, { method: "POST", headers: { authorization: `Bearer ${sim.config.apiKey}`, "content-type": "application/json" },
+    const resp = await request(tbUrl, { method: "POST", agent: sim.agent, headers: { authorization: `Bearer ${sim.config.apiKey}`, "content-type": "application/json" },
       body: JSON.stringify({ command: oneMiB, timeout: 600 }) });
-    const body = await resp.json();
+    const body = JSON.parse(resp.body.toString("utf8"));
     const dt = (performance.now() - t0) / 1000;
     if (body.result.length < 1048576) throw new Error("short baseline");
     if (i > 0) baseRates.push(body.result.length / 1048576 / dt);
@@ -497,7 +585,7 @@ async function issue5(handle, l, sim, results) {
 async function peakRSS(manager, sim) {
   const out = {};
   for (const mib of opts["rss-sizes"].split(",").map(Number)) {
-    const h = await startWorker(manager);
+    const h = await startWorker(manager, sim.workerEnv);
     const pid = h.diagnostics().pid;
     const base0 = vmHWM(pid);
     const lw = await acquire(h, sim.config);
@@ -540,106 +628,81 @@ function opsText(s) {
     .map(([k, n]) => `${Number.isInteger(n) ? n : n.toFixed(2)} ${k}`).join(" + ");
 }
 
+// logStream values and how often each came: "a ×7, b ×4".
+const streamsText = (m) => Object.entries(m ?? {}).sort((a, b) => b[1] - a[1]).map(([k, n]) => `\`${k}\` ×${n}`).join(", ") || "–";
+const exactText = (x) => (x.exact + x.inexact === 0 ? "–" : x.inexact === 0 ? `yes (${x.exact}/${x.exact})` : `**no** (${x.exact}/${x.exact + x.inexact})`);
+
 function markdown(results) {
   const rs = results.latency;
   const L = [];
   L.push(`Reproduce: \`${results.command}\``, "");
   L.push(`Commit ${results.commit}; ${results.machine}; load average ${results.loadAverage} when the runs started` +
-    ` (${results.startedAt}). Latency via ${[...new Set(rs.filter((r) => r.latencyMs > 0).map((r) => r.latencyVia))].join(", ") || "–"};` +
+    ` (${results.startedAt}). Round trip via ${[...new Set(rs.filter((r) => r.latencyMs > 0).map((r) => r.latencyVia))].join(", ") || "–"};` +
+    ` API over ${rs.every((r) => r.tls) ? "TLS (https, wss)" : rs.some((r) => r.tls) ? "TLS for some runs" : "plain HTTP"}; the daemon's labeler cost on;` +
     ` requests counted by ${[...new Set(rs.map((r) => r.requestLog))].join(", ")}. Medians; \`echo hi\` of ${ECHO_RUNS}` +
-    ` commands, 1 MiB and 8 MiB of ${RUNS}, per path, after one warm-up each, the two paths alternating.`, "");
-  const head = ["| measure |"];
-  const sep = ["| --- |"];
+    ` commands, the others of ${RUNS}, per path, after one warm-up each, the two paths alternating.`, "");
+
+  L.push("`echo hi`:", "");
+  L.push("| RTT | session | one-shot | API calls per command (session / one-shot) | new connections per command after warm-up (session / one-shot) | TCP connections accepted while measuring | `logStream` (session) |",
+    "| --- | --- | --- | --- | --- | --- | --- |");
   for (const r of rs) {
-    head.push(` ${lat(r)}, session | ${lat(r)}, one-shot |`);
-    sep.push(" --- | --- |");
+    const e = r.echo;
+    const t = (x) => `${f1(x.medianMs)} ms${r.latencyMs > 0 ? ` = ${f2(x.roundTrips)} RTT` : ""}`;
+    const q = (x) => (x.requests ? f1(x.requests.callsMean) : "–");
+    const n = (x) => (x.requests ? f2(x.requests.newConnsMean) : "–");
+    L.push(`| ${lat(r)} | ${t(e.session)} | ${t(e.oneShot)} | ${q(e.session)} / ${q(e.oneShot)} | ${n(e.session)} / ${n(e.oneShot)} | ${e.acceptedConnections ?? "–"} | ${streamsText(e.session.logStreams)} |`);
   }
-  L.push(head.join(""), sep.join(""));
-  const row = (label, cell) => L.push(`| ${label} |${rs.map((r) => PATHS.map(([p]) => ` ${cell(r, p)} |`).join("")).join("")}`);
-  row("`echo hi` (round trips: ms / latency)", (r, p) => `${f1(r.echo[p].medianMs)} ms${r.latencyMs > 0 ? ` (${f2(r.echo[p].roundTrips)})` : ""}`);
-  // What the latency itself costs, without the machine's own time per
-  // command: (ms at this latency − ms at 0 ms) / latency.
-  const r0 = rs.find((r) => r.latencyMs === 0);
-  if (r0 && rs.some((r) => r.latencyMs > 0)) {
-    row("`echo hi`: round trips added by the latency", (r, p) => (r.latencyMs > 0 ? f2((r.echo[p].medianMs - r0.echo[p].medianMs) / r.latencyMs) : ""));
+  L.push("", "Output (`cat` of a generated file); the session path next to the one-shot path of the same run:", "");
+  L.push("| RTT | output | session | one-shot | session / one-shot | difference | session bytes exact | one-shot bytes exact | `logStream` (session) |",
+    "| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+  for (const r of rs) {
+    for (const [k, label] of CASES) {
+      const c = r[k];
+      const diff = `${signed(c.diffMs, f0)} ms${r.latencyMs > 0 ? ` = ${signed(c.diffRoundTrips, f2)} RTT` : ""}`;
+      L.push(`| ${lat(r)} | ${label} | ${f0(c.session.medianMs)} ms | ${f0(c.oneShot.medianMs)} ms | ${f2(c.ratioSessionToOneShot)}× | ${diff} | ${exactText(c.session)} | ${exactText(c.oneShot)} | ${streamsText(c.session.logStreams)} |`);
+    }
   }
-  for (const [k, label] of [["mib1", "1 MiB of stdout"], ["mib8", "8 MiB of stdout"]]) {
-    row(label, (r, p) => `${f1(r[k][p].MiBs)} MiB/s (${f0(r[k][p].medianMs)} ms)`);
-    row(`${label}: session / one-shot`, (r, p) => (p === "session" ? `${f2(r[k].ratioSessionToOneShot)}×` : ""));
+  for (const r of rs) {
+    for (const [k, label] of CASES) {
+      for (const [p] of PATHS) if (r[k][p].firstDiff) L.push("", `${lat(r)}, ${label}, ${p}: ${r[k][p].firstDiff}`);
+    }
   }
-  // The floors sit in the 0 ms one-shot column: the same command without
-  // the worker, measured in the same rounds.
-  const fcell = (fn) => (r, p) => (p === "oneShot" && r.mib8.floors ? fn(r.mib8.floors) : "");
-  if (rs.some((r) => r.mib8.floors)) {
-    row("8 MiB floor: host alone (real worker manager, stand-in worker, the same result line)", fcell((f) => `${f1(f.hostFloor.medianMs)} ms`));
-    row("8 MiB floor: emulator alone (`/process/execute` of the same command line, read to the end)", fcell((f) => `${f1(f.emulatorFloor.medianMs)} ms`));
-    row("8 MiB floor: host + emulator → best rate without the worker", fcell((f) => `${f1(f.sumMs)} ms → ${f1(f.boundMiBs)} MiB/s`));
-    row("8 MiB: the worker's share (one-shot − floors of the same round, median)", fcell((f) => `${signed(f.workerShareMs, f1)} ms (${signed(100 * f.workerShareOfOneShot, f0)} %)`));
+  const fl = rs.find((r) => r.mib8.floors)?.mib8.floors;
+  if (fl) {
+    L.push("", `8 MiB floors at 0 ms (the same command without the worker, same rounds): host alone ${f1(fl.hostFloor.medianMs)} ms,` +
+      ` emulator alone ${f1(fl.emulatorFloor.medianMs)} ms; the worker's share of the one-shot time ${signed(fl.workerShareMs, f1)} ms (${signed(100 * fl.workerShareOfOneShot, f0)} %).`);
   }
-  // Live chunks of a command that has finished only repeat its result.
-  row("1 MiB: share of stdout also sent as live `execute.log`", (r, p) => f2(r.mib1[p].liveShare));
-  row("API calls / new connections per `echo hi`", (r, p) => {
-    const s = r.echo[p].requests;
-    return s ? `${f1(s.callsMean)} / ${f1(s.newConnsMean)}` : "–";
-  });
   L.push("", "API calls per command by operation (mean over the measured commands) and new connections (of them for", "WebSocket upgrades, which cannot reuse a pooled connection):", "");
-  L.push("| latency | path | command | calls per command | new connections (WebSocket) | by operation |", "| --- | --- | --- | --- | --- | --- |");
+  L.push("| RTT | path | command | calls per command | new connections (WebSocket) | by operation |", "| --- | --- | --- | --- | --- | --- |");
   for (const r of rs) {
-    for (const [k, label] of [["echo", "`echo hi`"], ["mib1", "1 MiB"], ["mib8", "8 MiB"]]) {
+    for (const [k, label] of [["echo", "`echo hi`"], ...CASES.map(([key, lab]) => [key, lab])]) {
       for (const [p] of PATHS) {
-        const s = r[k][p].requests;
-        if (!s) continue;
-        L.push(`| ${lat(r)} | ${p === "session" ? "session" : "one-shot"} | ${label} | ${f1(s.callsMean)} (median ${s.callsMedian}) | ${f1(s.newConnsMean)} (${f1(s.newConnsWSMean)}) | ${opsText(s)} |`);
+        const x = r[k][p].requests;
+        if (!x) continue;
+        L.push(`| ${lat(r)} | ${p === "session" ? "session" : "one-shot"} | ${label} | ${f1(x.callsMean)} (median ${x.callsMedian}) | ${f1(x.newConnsMean)} (${f1(x.newConnsWSMean)}) | ${opsText(x)} |`);
       }
     }
   }
-  L.push("", "The issue's bars:", "", "| bar | measured | |", "| --- | --- | --- |");
-  const at0 = rs.find((r) => r.latencyMs === 0);
-  for (const r of rs.filter((x) => x.latencyMs > 0)) {
-    const rt = r.latencyMs;
-    const e = r.echo.session;
-    L.push(`| \`echo hi\` at ${rt} ms: session median ≤ 2.2 round trips (≤ ${f0(2.2 * rt)} ms) | ${f1(e.medianMs)} ms = ${f2(e.roundTrips)} round trips | ${holds(e.roundTrips <= 2.2)} |`);
-    for (const [k, label] of [["mib1", "1 MiB"], ["mib8", "8 MiB"]]) {
-      const d = r[k].session.medianMs - r[k].oneShot.medianMs;
-      L.push(`| ${label} at ${rt} ms: session at most one round trip (+10 %) longer than one-shot (≤ ${f0(1.1 * rt)} ms) | ${signed(d, f0)} ms = ${signed(d / rt, f2)} round trips | ${holds(d <= 1.1 * rt)} |`);
-      if (at0) {
-        const o = r[k].oneShot.medianMs - at0[k].oneShot.medianMs;
-        L.push(`| ${label} one-shot at ${rt} ms costs one round trip (+10 %) more than at 0 ms | ${signed(o, f0)} ms = ${signed(o / rt, f2)} round trips | ${holds(o <= 1.1 * rt)} |`);
-      }
-    }
-  }
-  if (at0) {
-    for (const [k, label] of [["mib1", "1 MiB"], ["mib8", "8 MiB"]]) {
-      const x = at0[k].ratioSessionToOneShot;
-      L.push(`| ${label} at 0 ms: session ≥ 0.9× one-shot | ${f2(x)}× | ${holds(x >= 0.9)} |`);
-    }
-    const fl = at0.mib8.floors;
-    if (fl) {
-      // What the bar's 133 ms per 8 MiB has to hold: the floors, which are
-      // not the worker's, and the worker's share. The share counts as small
-      // at up to a fifth of the one-shot time.
-      const budget = 8 / 60 * 1000;
-      const met = at0.mib8.oneShot.MiBs >= 60;
-      const small = fl.workerShareOfOneShot <= 0.2;
-      const why = [];
-      if (!met && fl.sumMs > budget) why.push(`the floors alone exceed the ${f0(budget)} ms on this machine`);
-      if (!met && fl.workerShareMs >= budget) why.push(`the worker's share alone (${f0(fl.workerShareMs)} ms) exceeds the ${f0(budget)} ms`);
-      else if (!met && fl.workerShareMs > 0) why.push(`with the worker's share as measured, host + emulator would have to take ≤ ${f0(budget - fl.workerShareMs)} ms`);
-      L.push(`| 8 MiB one-shot at 0 ms ≥ 60 MiB/s (≤ ${f0(budget)} ms) | ${f1(at0.mib8.oneShot.MiBs)} MiB/s (${f0(at0.mib8.oneShot.medianMs)} ms)` +
-        ` = floors ${f0(fl.sumMs)} ms (host ${f0(fl.hostFloor.medianMs)} + emulator ${f0(fl.emulatorFloor.medianMs)}, at most ${f1(fl.boundMiBs)} MiB/s here)` +
-        ` + the worker's share ${signed(fl.workerShareMs, f0)} ms (${signed(100 * fl.workerShareOfOneShot, f0)} % of the one-shot time: ${small ? "small" : "not small"}, ≤ 20 % counts as small)` +
-        ` | ${holds(met)}${why.length ? `: ${why.join("; ")}` : ""} |`);
-    } else {
-      L.push(`| 8 MiB one-shot at 0 ms ≥ 60 MiB/s | ${f1(at0.mib8.oneShot.MiBs)} MiB/s | ${holds(at0.mib8.oneShot.MiBs >= 60)} |`);
-    }
-    L.push(`| \`echo hi\` at 0 ms no slower than before | ${f1(at0.echo.session.medianMs)} ms (session), ${f1(at0.echo.oneShot.medianMs)} ms (one-shot) | compare with the before column |`);
+  // Issue #27's bars.
+  L.push("", "The bars of issue #27:", "", "| bar | measured | |", "| --- | --- | --- |");
+  for (const [rt, most] of [[40, 2.0], [100, 1.5]]) {
+    const r = rs.find((x) => x.latencyMs === rt);
+    if (r) L.push(`| \`echo hi\` at ${rt} ms: session median ≤ ${most} RTT | ${f2(r.echo.session.roundTrips)} RTT | ${holds(r.echo.session.roundTrips <= most)} |`);
   }
   for (const r of rs) {
-    const s = r.echo.session.requests;
-    if (!s) continue;
-    L.push(`| API calls per short command ≤ 2 on the common path (session, ${lat(r)}) | median ${s.callsMedian}, mean ${f1(s.callsMean)}: ${opsText(s)} | ${holds(s.callsMedian <= 2)} |`);
-    const o = r.echo.oneShot.requests;
-    L.push(`| new connections per \`echo hi\` after warm-up: 0 (session / one-shot, ${lat(r)}) | ${f2(s.newConnsMean)} (${f2(s.newConnsWSMean)} for WebSocket) / ${f2(o?.newConnsMean)} | ${holds(s.newConnsMean === 0 && o?.newConnsMean === 0)} |`);
+    const x = r.echo.session.requests;
+    if (!x) continue;
+    L.push(`| \`echo hi\` at ${lat(r)}: median ≤ 2 API calls, 0 new connections after warm-up | ${f1(x.callsMean)} calls, ${f2(x.newConnsMean)} new connections, ${r.echo.acceptedConnections ?? "–"} accepted | ${holds(x.callsMedian <= 2 && x.newConnsMean === 0 && (r.echo.acceptedConnections ?? 0) === 0)} |`);
+  }
+  const at = (ms) => rs.find((x) => x.latencyMs === ms);
+  for (const k of ["mib1", "mib8"]) {
+    const label = CASES.find(([key]) => key === k)[1];
+    if (at(0)) L.push(`| ${label} at 0 ms: session ≤ 1.5× one-shot | ${f2(at(0)[k].ratioSessionToOneShot)}× | ${holds(at(0)[k].ratioSessionToOneShot <= 1.5)} |`);
+    if (at(40)) L.push(`| ${label} at 40 ms: session ≤ one-shot + 1 RTT (+10 %) | ${signed(at(40)[k].diffRoundTrips, f2)} RTT | ${holds(at(40)[k].diffRoundTrips <= 1.1)} |`);
+  }
+  for (const r of rs) {
+    L.push(`| 100,000 lines at ${lat(r)}: session ≤ 1.5× one-shot | ${f2(r.lines.ratioSessionToOneShot)}× | ${holds(r.lines.ratioSessionToOneShot <= 1.5)} |`);
+    L.push(`| NUL and label bytes at ${lat(r)}: exact on the session path | ${exactText(r.labels.session)} | ${holds(r.labels.session.inexact === 0)} |`);
   }
   return `${L.join("\n")}\n`;
 }
@@ -657,11 +720,12 @@ try {
   for (const latencyMs of latencies) {
     const sim = await startSim(latencyMs);
     sims.push(sim);
-    const handle = await startWorker(manager);
+    const handle = await startWorker(manager, sim.workerEnv);
     const l = await acquire(handle, sim.config);
     if (suites.has("issue12")) {
       const r = await issue12(handle, l, latencyMs, sim.log, false, latencyMs === 0 ? { manager, sim } : null);
       r.latencyVia = sim.latencyVia;
+      r.tls = sim.tls;
       r.requestLog = sim.log?.source ?? "bench/simproxy.mjs (a second lease, no delay)";
       if (!sim.log) {
         // No request log in this sim: count on a lease that goes through a
@@ -669,7 +733,7 @@ try {
         sim.counting = await startProxy({ target: new URL(sim.config.apiUrl).origin, latencyMs: sim.proxy ? 0 : latencyMs });
         const lc = await acquire(handle, { ...sim.config, apiUrl: sim.counting.rewrite(sim.config.apiUrl) });
         const c = await issue12(handle, lc, latencyMs, proxyLog(sim.counting), true);
-        for (const k of ["echo", "mib1", "mib8"]) for (const [p] of PATHS) r[k][p].requests = c[k][p].requests;
+        for (const k of ["echo", ...CASES.map(([key]) => key)]) for (const [p] of PATHS) r[k][p].requests = c[k][p].requests;
         await release(handle, lc);
       }
       results.latency.push(r);

@@ -6,20 +6,23 @@
 # Node SDK) and under the machine's node (the launcher only: on Node 20 that is
 # the spawn fallback). Writes bench/BENCH_STARTUP.md.
 # Then the execute benchmark (bench/execute.mjs) through the real host worker
-# manager and bin/daytona-sim: the issue #5 measures at 0 ms, and the issue #12
-# commands (`echo hi`, 1 MiB and 8 MiB of stdout, API calls and new connections
-# per command, session path next to the one-shot path) at 0 ms and again with
-# every request and WebSocket upgrade delayed by LATENCY. Writes
-# bench/execute-latest.json and bench/execute-latest.md (the table and the
-# issue's bars for bench/BENCHMARKS.md), both gitignored.
+# manager and bin/daytona-sim: the issue #5 measures at 0 ms, and the network
+# measures (`echo hi`, 1 MiB and 8 MiB of stdout, 100,000 lines, NUL and the
+# label bytes; API calls and new connections per command, session path next
+# to the one-shot path) at each round trip of BENCH_RTT, the sim charging
+# every connection that round trip per direction and its handshakes, over
+# TLS, with the daemon's labeler cost. Writes bench/execute-latest.json and
+# bench/execute-latest.md (the tables and the issue's bars for
+# bench/BENCHMARKS.md), both gitignored.
 #
 # Env: BENCH_RUNS (default 7, at least 5), BENCH_CALLS (default 10000),
 #      BENCH_TARBALL=path to skip scripts/package.sh,
 #      BENCH_OUT (default bench/BENCH_STARTUP.md),
 #      BENCH_STARTUP=0 to skip the start-up benchmark, BENCH_EXECUTE=0 to skip
 #      the execute benchmark,
-#      LATENCY (default 40ms; Go duration syntax, ms or s) for the second
-#      execute run; LATENCY=0 runs only the 0 ms one,
+#      BENCH_RTT (default 0,40,100): round trips in ms for the execute runs;
+#      LATENCY (old knob; Go duration syntax, ms or s) instead runs 0 ms and
+#      LATENCY,
 #      BENCH_ECHO_RUNS (default 11, at least 10): `echo hi` commands per path,
 #      BENCH_EXECUTE_OUT / BENCH_EXECUTE_MD: where the JSON and markdown go.
 set -euo pipefail
@@ -28,15 +31,21 @@ ROOT=$PWD
 RUNS=${BENCH_RUNS:-7}
 CALLS=${BENCH_CALLS:-10000}
 OUT=${BENCH_OUT:-$ROOT/bench/BENCH_STARTUP.md}
-LATENCY=${LATENCY:-40ms}
 ECHO_RUNS=${BENCH_ECHO_RUNS:-11}
 if [ "$RUNS" -lt 5 ]; then echo "bench: BENCH_RUNS must be at least 5" >&2; exit 2; fi
 if [ "$ECHO_RUNS" -lt 10 ]; then echo "bench: BENCH_ECHO_RUNS must be at least 10" >&2; exit 2; fi
-case "$LATENCY" in
-  0 | 0ms | 0s) latencies=0 ;;
-  *[0-9]ms | *[0-9]s) latencies="0,$LATENCY" ;;
-  *) echo "bench: LATENCY must look like 40ms or 0.04s, not '$LATENCY'" >&2; exit 2 ;;
-esac
+if [ -n "${LATENCY:-}" ]; then
+  case "$LATENCY" in
+    0 | 0ms | 0s) latencies=0 ;;
+    *[0-9]ms | *[0-9]s) latencies="0,$LATENCY" ;;
+    *) echo "bench: LATENCY must look like 40ms or 0.04s, not '$LATENCY'" >&2; exit 2 ;;
+  esac
+else
+  latencies=${BENCH_RTT:-0,40,100}
+  case "$latencies" in
+    *[!0-9,.]* | "" ) echo "bench: BENCH_RTT must be milliseconds separated by commas, like 0,40,100, not '$latencies'" >&2; exit 2 ;;
+  esac
+fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/daytona-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -90,14 +99,14 @@ fi
 
 # Execute through the real host path: issue #5 (throughput, live-output
 # latency, commands per second, peak RSS at 100 MiB and 1 GiB of output) at
-# 0 ms, issue #12 (commands at network latency) at 0 ms and at LATENCY.
+# 0 ms, the network measures at every round trip.
 if [ "${BENCH_EXECUTE:-1}" = 1 ]; then
   make --no-print-directory build >&2
   md=${BENCH_EXECUTE_MD:-$ROOT/bench/execute-latest.md}
-  echo "bench: execute through the real host (bench/execute.mjs), latency $latencies" >&2
+  echo "bench: execute through the real host (bench/execute.mjs), round trips $latencies ms" >&2
   "$node24" bench/execute.mjs --launcher "$launcher" --manifest "$pkg/manifest.js" --sim bin/daytona-sim \
-    --runs "$RUNS" --echo-runs "$ECHO_RUNS" --latency "$latencies" \
-    --command "make bench LATENCY=$LATENCY   # = bash scripts/bench.sh, BENCH_RUNS=$RUNS BENCH_ECHO_RUNS=$ECHO_RUNS" \
+    --runs "$RUNS" --echo-runs "$ECHO_RUNS" --rtt "$latencies" \
+    --command "make bench BENCH_RTT=$latencies   # = bash scripts/bench.sh, BENCH_RUNS=$RUNS BENCH_ECHO_RUNS=$ECHO_RUNS" \
     --commit "$commit" --json "${BENCH_EXECUTE_OUT:-$ROOT/bench/execute-latest.json}" --markdown "$md" >/dev/null
   echo "bench: wrote $md" >&2
   cat "$md"
