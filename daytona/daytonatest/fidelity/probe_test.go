@@ -502,3 +502,31 @@ func TestProbeSessionListsCommands(t *testing.T) {
 	assert.Equal(t, "echo "+token, found[0]["command"])
 	assert.EqualValues(t, 0, found[0]["exitCode"])
 }
+
+// TestProbeBareWaitHangs: a bare `wait` in a session command waits for the
+// session shell's own background jobs too (the daemon's stream relays, or
+// the emulator's), which end only with the command: it never returns, and
+// the synchronous exec is never answered (checked for 2 s; it hangs on any
+// machine). `wait $!` for the command's own job returns.
+func TestProbeBareWaitHangs(t *testing.T) {
+	tb := newToolbox(t)
+	sid := tb.session()
+	a, _ := tb.timedExec(sid, `sleep 0.2 & wait $!; echo "waited rc=$?"`)
+	assert.Equal(t, "waited rc=0\n", *a.Stdout)
+
+	hung := tb.session()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", tb.base+"/process/session/"+hung+"/exec",
+		strings.NewReader(`{"command":"sleep 0.2 & wait; echo waited","runAsync":false}`))
+	require.NoError(t, err)
+	tb.headers(req.Header)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := tb.hc.Do(req)
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		t.Fatalf("a bare wait was answered: %d %s", resp.StatusCode, b)
+	}
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
