@@ -234,9 +234,8 @@ func drawStep(r *rand.Rand, op string) step {
 }
 
 // latencies are the network round trips a schedule runs behind: none
-// (the emulator on loopback) twice as often as 20 ms, which is past
-// exec.FollowFirstRTT, so the timed reads, later reads and follows of a
-// Daytona across a network meet the faults too.
+// (the emulator on loopback) twice as often as 20 ms, so the looks and
+// follows the exec plan makes across a network meet the faults too.
 var latencies = []time.Duration{0, 0, 20 * time.Millisecond}
 
 // newSchedule draws the schedule of a seed. The latency comes from a

@@ -15,8 +15,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	cmdexec "github.com/daytonaworker/daytona-worker/exec"
 )
 
 // secretValue is an env value no result may ever show.
@@ -146,7 +144,7 @@ func TestCommandsGiveWhatBashGives(t *testing.T) {
 		want := runLocal(t, c)
 		t.Run(c.name, func(t *testing.T) {
 			onBothPaths(t, func(t *testing.T, bypass bool) {
-				e := newDaemonEnv(t, withWorkerOptions)
+				e := newDaemonEnv(t)
 				dir := e.workDir(t)
 				for name, text := range c.files {
 					_, err := e.client.Files.UploadFile(ctxT(t), e.target.Sandbox, dir+"/"+name, strings.NewReader(text))
@@ -200,17 +198,10 @@ func (e *env) workDir(t *testing.T) string {
 	return dir
 }
 
-// withWorkerOptions runs the tests with the options the worker gives its
-// runner (provider: NewRunner).
-func withWorkerOptions(o *cmdexec.Options) {
-	o.FollowFirstBelow = cmdexec.FollowFirstRTT
-	o.TimeFirstRead = true
-}
-
 // TestConcurrentCommandsOnOneLease: commands run at once on one lease each
 // give their own output and status, on both paths.
 func TestConcurrentCommandsOnOneLease(t *testing.T) {
-	e := newDaemonEnv(t, withWorkerOptions)
+	e := newDaemonEnv(t)
 	var wg sync.WaitGroup
 	for i := range 6 {
 		wg.Add(1)
@@ -248,6 +239,7 @@ func TestTimedOutCommandAnswersBeforeItsCleanup(t *testing.T) {
 	e.srv.Inject(fault{Method: "DELETE", Route: rSessionD, Gate: gate})
 	req := bashReq(`trap '' TERM; echo started; exec sleep 60`)
 	req.Timeout = 3 * time.Second
+	e.long(req)
 	rec := newRecorder()
 	ch := e.start(req, rec)
 	rec.await(t, "stdout", "started\n") // the runner has it
@@ -266,7 +258,7 @@ func TestTimedOutCommandAnswersBeforeItsCleanup(t *testing.T) {
 // that outlives its timeout with a 408 and no output; the runner reads
 // what the command wrote from its output file, and removes the file.
 func TestTimedOutOneShotKeepsItsOutput(t *testing.T) {
-	e := newDaemonEnv(t, withWorkerOptions)
+	e := newDaemonEnv(t)
 	dir := e.workDir(t)
 	// 5 s: time enough for bash to start and print on a loaded machine.
 	req := bashReq(`echo started; echo err >&2; exec sleep 60`)
@@ -282,7 +274,7 @@ func TestTimedOutOneShotKeepsItsOutput(t *testing.T) {
 // TestNULBytesOneShot: the one-shot path keeps NUL bytes (the session
 // path cannot: README, "Known limits").
 func TestNULBytesOneShot(t *testing.T) {
-	e := newDaemonEnv(t, withWorkerOptions)
+	e := newDaemonEnv(t)
 	req := bashReq(`printf 'x\0y'`)
 	req.BypassSession = true
 	res, err := e.runner.Execute(ctxT(t), e.target, req, nil)

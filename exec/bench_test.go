@@ -185,18 +185,16 @@ func startSim(b *testing.B) cmdexec.Target {
 
 // BenchmarkMixedLease measures a short command (`echo hi`) on a lease
 // that also runs a slower step (60 ms) before every fifth one, as an
-// agent's lease does (a build step between listings), with the first read
-// timed (the worker's setting) and untimed (follow first). The slow steps
-// run outside the measurement; with the command line's own run times the
-// timed read of `echo hi` does not wait for the slow step's. It reports
-// the toolbox calls of each `echo hi` and how many of them were followed
-// (a WebSocket: a new connection).
+// agent's lease does (a build step between listings). The slow steps run
+// outside the measurement; the plan of `echo hi` rests on its own last
+// run. It reports the toolbox calls of each `echo hi` and how many of
+// them were followed (a WebSocket: a new connection).
 //
 //	go test -run '^$' -bench MixedLease -benchtime 40x ./exec/
 func BenchmarkMixedLease(b *testing.B) {
-	for _, timed := range []bool{true, false} {
-		b.Run(map[bool]string{true: "timed", false: "untimed"}[timed], func(b *testing.B) {
-			e := newEnv(b, func(o *cmdexec.Options) { o.TimeFirstRead = timed; o.FollowFirstBelow = cmdexec.FollowFirstRTT })
+	{
+		{
+			e := newEnv(b)
 			echo := cmdexec.Request{Command: "echo", Args: []string{"hi"}, Timeout: time.Minute}
 			slow := bashReq("sleep 0.06; echo step")
 			run := func(req cmdexec.Request) {
@@ -222,20 +220,19 @@ func BenchmarkMixedLease(b *testing.B) {
 			}
 			b.ReportMetric(float64(calls)/float64(b.N), "calls/op")
 			b.ReportMetric(float64(follows)/float64(b.N), "follows/op")
-		})
+		}
 	}
 }
 
 // BenchmarkCat8MiB measures `cat` of an 8 MiB file (lines of 1 KiB) on the
-// session path, with the worker's settings (first read timed, follow
-// first), next to the one-shot path in the same run: the ratio of the two
+// session path next to the one-shot path in the same run: the ratio of the two
 // is the bar of issue #12 in process, without the host. The session path
 // reports its calls and follows per command and the share of the output
 // that went to the sink live (the host would parse it twice).
 //
 //	go test -run '^$' -bench Cat8MiB -benchtime 20x ./exec/
 func BenchmarkCat8MiB(b *testing.B) {
-	e := newEnv(b, func(o *cmdexec.Options) { o.TimeFirstRead = true; o.FollowFirstBelow = cmdexec.FollowFirstRTT })
+	e := newEnv(b)
 	const size = 8 << 20
 	_, err := e.runner.Execute(b.Context(), e.target, bashReq(fmt.Sprintf("head -c %d /dev/zero | tr '\\0' a | fold -w 1023 | head -c %d > f8", size, size)), nil)
 	require.NoError(b, err)

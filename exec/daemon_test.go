@@ -19,7 +19,7 @@ import (
 // it is deleted behind the runner's back, as a daemon restart loses it);
 // the next command still succeeds, in a new session.
 func TestCommandAfterALostSession(t *testing.T) {
-	e := newDaemonEnv(t, withWorkerOptions)
+	e := newDaemonEnv(t)
 	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo first"), nil)
 	require.NoError(t, err)
 	sid := e.runner.SessionID(e.target.LeaseKey)
@@ -41,7 +41,7 @@ func TestCommandWhoseShellIsKilled(t *testing.T) {
 	if daemonURL == "" {
 		t.Skip("real time; TestDeadShellIsNoticed covers the emulator with a fake clock (set DAYTONA_DAEMON_URL, make fidelity)")
 	}
-	e := newDaemonEnv(t, withWorkerOptions)
+	e := newDaemonEnv(t)
 	begin := time.Now()
 	res, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo before; kill -9 $PPID; echo after"), nil)
 	t.Logf("answered after %v", time.Since(begin).Round(time.Millisecond)) // for the record, not a bound

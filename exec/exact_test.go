@@ -69,20 +69,17 @@ func TestSessionOutputIsByteExact(t *testing.T) {
 func tail(s string) string { return s[max(0, len(s)-16):] }
 
 // TestFinishedCommandDoesNotWaitForTheSocketClose: the daemon closes a log
-// follow only about a second after the command's exit. A command that
-// finishes at once, seen on the follow socket (the fast-path snapshot
-// raced its start), returns as soon as its end markers arrive: the
-// emulator holds every follow of the session open until the test releases
-// it, and the execute returns anyway, with no status read.
+// follow only about a second after the command's exit. A followed command
+// (its last run was a long one) returns as soon as its end markers
+// arrive: the emulator holds every follow of the session open until the
+// test releases it, and the execute returns anyway, with no status read.
 func TestFinishedCommandDoesNotWaitForTheSocketClose(t *testing.T) {
 	e := newEnv(t, withFakeClock)
 	e.holdFollowClose(t)
-	// The snapshot answers an empty log (it raced the command's start); a
-	// status read would say "running".
-	e.srv.Inject(fault{Method: "GET", Route: rLogs, Times: 1, Status: 200, Body: emptyLog})
-	e.srv.Inject(fault{Method: "GET", Route: rStatus, Times: 1, Status: 200, Body: `{"id":"c","command":"c"}`})
+	req := bashReq("echo hi; echo err >&2; exit 4")
+	e.long(req)
 	rec := newRecorder()
-	res, err := e.wait(e.start(bashReq("echo hi; echo err >&2; exit 4"), rec))
+	res, err := e.wait(e.start(req, rec))
 	require.NoError(t, err)
 	require.NotNil(t, res.ExitCode)
 	assert.Equal(t, 4, *res.ExitCode)
@@ -91,7 +88,7 @@ func TestFinishedCommandDoesNotWaitForTheSocketClose(t *testing.T) {
 	assert.Equal(t, "followed", res.Metadata["logStream"])
 	assert.Equal(t, 1, e.wsCount(), "one follow, left before its close")
 	assert.Equal(t, 0, e.count("GET", rStatus), "no status read")
-	assert.Equal(t, 2, e.count("GET", rLogs), "the snapshot and the follow; no final snapshot")
+	assert.Equal(t, 1, e.count("GET", rLogs), "the follow; no final snapshot")
 	assertLive(t, rec, res)
 }
 
@@ -107,7 +104,9 @@ func TestDeadShellIsNoticed(t *testing.T) {
 	id := tag()
 	// `kill -9 0`: the session shell's whole process group, as the OOM
 	// killer may.
-	ch := e.start(bashReq("printf 'a\\nb'; printf E >&2; : "+id+"; kill -9 0"), rec)
+	req := bashReq("printf 'a\\nb'; printf E >&2; : " + id + "; kill -9 0")
+	e.long(req)
+	ch := e.start(req, rec)
 	require.NoError(t, e.srv.Await(ctxT(t), func() bool {
 		ds := e.srv.Dispatches()
 		return len(ds) > 0 && e.srv.SessionShellExited(e.sb.ID, ds[0].Session)
@@ -120,16 +119,19 @@ func TestDeadShellIsNoticed(t *testing.T) {
 	assert.Nil(t, res.ExitCode)
 	assert.False(t, res.TimedOut)
 	assert.Equal(t, true, res.Metadata["sessionShellDied"])
-	// Without the marker the runner cannot tell the daemon's newline from
-	// the command's: the terminated form.
-	assert.Equal(t, "a\nb\n", res.Stdout)
-	assert.Equal(t, "E\n", res.Stderr)
+	// The shell's whole process group died, the daemon's labelers with
+	// it: what they had not yet written to the log is lost (a held
+	// unfinished line is kept with the newline the daemon appends).
+	assert.True(t, strings.HasPrefix("a\nb\n", res.Stdout), "stdout %q", res.Stdout)
+	assert.True(t, strings.HasPrefix("E\n", res.Stderr), "stderr %q", res.Stderr)
 	assert.Equal(t, res.Stdout, died.Stdout)
 	assertLivePrefix(t, rec, res)
 	assert.Equal(t, 1, e.srv.CountDispatches(id))
 	assert.Equal(t, 2, e.count("POST", rExec), "the command's dispatch and one check of the shell")
 	e.assertDeletes(t, 1, "the dead session is deleted")
-	res, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"next"}}, nil)
+	next := cmdexec.Request{Command: "echo", Args: []string{"next"}}
+	e.long(next) // followed: no look waits on the fake clock
+	res, err = e.runner.Execute(ctxT(t), e.target, next, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "next\n", res.Stdout)
 	assert.Equal(t, 2, e.count("POST", rSession), "a new session")
@@ -150,7 +152,7 @@ func TestLostSessionIsRecreated(t *testing.T) {
 		{"SESSION_ENDED (newer daemons)", 410, `{"statusCode":410,"message":"session has ended","code":"SESSION_ENDED","timestamp":"2026-01-01T00:00:00Z","path":"/process/session/s/exec","method":"POST"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t, withWorkerOptions)
+			e := newEnv(t)
 			e.srv.Inject(fault{Method: "POST", Route: rExec, Times: 1, Status: c.status, Body: c.body})
 			id := tag()
 			res, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo ok; : "+id), nil)
@@ -161,7 +163,7 @@ func TestLostSessionIsRecreated(t *testing.T) {
 		})
 	}
 	// A plain 500 proves nothing: the outcome stays unknown, never re-run.
-	e := newEnv(t, withWorkerOptions)
+	e := newEnv(t)
 	e.srv.Inject(fault{Method: "POST", Route: rExec, Times: 1, Status: 500, Body: `{"statusCode":500,"message":"boom"}`})
 	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo ok"), nil)
 	require.ErrorIs(t, err, cmdexec.ErrDispatchUncertain)
@@ -172,7 +174,7 @@ func TestLostSessionIsRecreated(t *testing.T) {
 // session its restarted sandbox no longer has with the daemon's 500; the
 // runner still holding the old session id recreates it.
 func TestLostSessionAfterRestart(t *testing.T) {
-	e := newEnv(t, withWorkerOptions)
+	e := newEnv(t)
 	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo first"), nil)
 	require.NoError(t, err)
 	_, _, err = e.client.Sandboxes.Stop(ctxT(t), e.sb.ID, false)

@@ -292,7 +292,7 @@ const emptyLog = `{"output":"","stdout":"","stderr":""}`
 // dropFinalFrame makes the follow socket (the second log GET, after the
 // fast-path snapshot) close normally without its last frame, which holds
 // the end markers: the runner falls back to the status read.
-var dropFinalFrame = fault{Route: rLogs, WSDropFinal: true, Skip: 1, Times: 1}
+var dropFinalFrame = fault{Route: rLogs, WSDropFinal: true, Times: 1}
 
 // commandCalls counts the toolbox calls made for the last dispatched
 // command: its dispatch and every request on its command routes.
@@ -324,6 +324,9 @@ func (e *env) startStreamed(timeout time.Duration, tail string) *streamed {
 	if timeout > 0 {
 		req.Timeout = timeout
 	}
+	// A gated command is a long one: the plan follows it at once
+	// (plan_test.go pins the plan; these tests what the follow gives).
+	e.long(req)
 	ctx, cancel := context.WithCancel(e.t.Context())
 	e.t.Cleanup(cancel)
 	s.cancel = cancel
@@ -560,4 +563,26 @@ func (e *env) assertDeletes(t *testing.T, n int, msgAndArgs ...any) {
 	t.Helper()
 	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "DELETE", rSessionD, n), msgAndArgs...)
 	assert.Equal(t, n, e.count("DELETE", rSessionD), msgAndArgs...)
+}
+
+// holdFollowClose opens the session with a first command, makes the
+// emulator keep every follow of it open after its command's exit until the
+// test ends, and clears the request log.
+func (e *env) holdFollowClose(t *testing.T) {
+	t.Helper()
+	first := cmdexec.Request{Command: "true"}
+	e.long(first)
+	_, err := e.runner.Execute(ctxT(t), e.target, first, nil) // opens the session
+	require.NoError(t, err)
+	release, ok := e.srv.HoldFollowClose(e.sb.ID, e.runner.SessionID(e.target.LeaseKey))
+	require.True(t, ok)
+	t.Cleanup(release)
+	e.srv.ResetRequests()
+}
+
+// long makes the lease remember req's command line as a long one, so the
+// plan follows it at once: what the follow gives is under test, and no
+// look waits on a fake clock (plan_test.go pins the plan itself).
+func (e *env) long(req cmdexec.Request) {
+	cmdexec.SetLastRun(e.runner, e.target.LeaseKey, req, cmdexec.LiveWithin+time.Second, 10)
 }

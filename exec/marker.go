@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
 // endMarker is the per-command proof of completion on the session path
@@ -60,6 +63,34 @@ func (m endMarker) wrap(script string, noStdin bool) string {
 		zshClock + startVar + "=$EPOCHREALTIME; " + quietSubshell("unset "+startVar+"; unset -f "+endFunc+"; "+script, noStdin) + "; " +
 		statusVar + `=$?; printf '\037%s%s=%d;%s;%s\n' ` + m.half1 + " " + m.half2 + ` "$` + statusVar + `" "$` + startVar + `" "$EPOCHREALTIME"; ` +
 		`printf '\037%s%s\n' ` + m.half1 + " " + m.half2 + " >&2; " + endFunc + ` "$` + statusVar + `"`
+}
+
+// wrapFiles is wrap for the files path (docs/exec.md#the-files-path): the
+// script's stdout and stderr go to the files out and errPath, and the
+// markers end the files instead of the log, so the daemon's labeler never
+// sees the output and one download brings it exact (NUL bytes, the
+// daemon's label bytes, a last line without a newline). Background jobs
+// the command leaves hold the files, not the session's pipes. When the
+// files cannot be made (a read-only or full /tmp) the command runs as
+// wrap runs it, and its output and markers are in the log.
+func (m endMarker) wrapFiles(script string, noStdin bool, out, errPath string) string {
+	o, e := shell.Quote(out), shell.Quote(errPath)
+	in := ""
+	if noStdin {
+		in = " </dev/null"
+	}
+	// The subshell redirects itself (exec): dash drops the redirections of
+	// a subshell inside a redirected brace group.
+	status := `printf '\037%s%s=%d;%s;%s\n' ` + m.half1 + " " + m.half2 + ` "$` + statusVar + `" "$` + startVar + `" "$EPOCHREALTIME"`
+	errMark := `printf '\037%s%s\n' ` + m.half1 + " " + m.half2
+	return endFunc + "() { unset -f " + endFunc + "; unset " + startVar + " " + statusVar + `; return "$1"; }; ` +
+		zshClock + startVar + "=$EPOCHREALTIME; " +
+		"if { : >" + o + " && : >" + e + "; } 2>/dev/null; then " +
+		"{ ( exec" + in + " >" + o + " 2>" + e + "; unset " + startVar + "; unset -f " + endFunc + "; " + script + " ); } 2>/dev/null; " +
+		statusVar + "=$?; " + status + " >>" + o + " 2>/dev/null; " + errMark + " >>" + e + " 2>/dev/null; " +
+		"else " + quietSubshell("unset "+startVar+"; unset -f "+endFunc+"; "+script, noStdin) + "; " +
+		statusVar + "=$?; " + status + "; " + errMark + " >&2; fi; " +
+		endFunc + ` "$` + statusVar + `"`
 }
 
 // quietSubshell runs script in a subshell whose parent says nothing of
@@ -216,15 +247,11 @@ func clockChars(p []byte) bool {
 	return true
 }
 
-// maxRunTime bounds a plausible run time: anything else (a clock step, a
-// reading that is not seconds) is not learned from.
-const maxRunTime = time.Hour
-
 // runTime is end minus start, two readings of seconds with a fraction.
 func runTime(start, end []byte) (time.Duration, bool) {
 	a, okA := clockSeconds(start)
 	b, okB := clockSeconds(end)
-	if !okA || !okB || b < a || b-a > maxRunTime.Seconds() {
+	if !okA || !okB || b < a || (b-a)*float64(time.Second) >= math.MaxInt64 { // a clock step, or not a duration
 		return 0, false
 	}
 	return time.Duration((b - a) * float64(time.Second)), true

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -136,9 +137,10 @@ func TestStatusLine(t *testing.T) {
 		{"=7\n", true, true, 7, 0},
 		{"=0;1700000000.500000;1700000000.520250\n", true, true, 0, 20250 * time.Microsecond},
 		{"=3;1700000000,5;1700000001,0\n", true, true, 3, 500 * time.Millisecond},
-		{"=0;;\n", true, true, 0, 0},          // a shell without $EPOCHREALTIME
-		{"=0;2.0;1.0\n", true, true, 0, 0},    // the clock went back: not learned from
-		{"=0;1.0;7201.0\n", true, true, 0, 0}, // longer than an hour: not learned from
+		{"=0;;\n", true, true, 0, 0},       // a shell without $EPOCHREALTIME
+		{"=0;2.0;1.0\n", true, true, 0, 0}, // the clock went back: not learned from
+		{"=0;1.0;7201.0\n", true, true, 0, 2 * time.Hour},
+		{"=0;1.0;99999999999999999999.0\n", true, true, 0, 0}, // not a duration: untimed
 		{"=12\nmore", true, true, 12, 0},
 		{"", false, true, 0, 0},
 		{"=", false, true, 0, 0},
@@ -166,142 +168,6 @@ func TestStatusLine(t *testing.T) {
 	}
 }
 
-// TestSettleFromRunTimes: the wait before a first read is the run time 80 %
-// of the lease's recent short commands (of the last 8) stayed within, plus
-// the margin (1 ms to start with); none while nothing is known or while
-// most recent commands are long ones.
-func TestSettleFromRunTimes(t *testing.T) {
-	ms := time.Millisecond
-	var r runTimes
-	assert.Equal(t, time.Duration(0), first(r.settleCommand(0)), "nothing known")
-	r.add(2 * time.Second)
-	assert.Equal(t, time.Duration(0), first(r.settleCommand(0)), "a long command only")
-	r.add(20 * ms)
-	assert.Equal(t, 21*ms, first(r.settleCommand(0)), "half are short: the short one")
-	r.add(30 * ms)
-	assert.Equal(t, 31*ms, first(r.settleCommand(0)), "few samples: the largest short one")
-	for _, d := range []time.Duration{22, 21, 25, 23, 24} {
-		r.add(d * ms)
-	}
-	// 2 s, then 20 21 22 23 24 25 30: the 6th of the 7 short ones
-	assert.Equal(t, 26*ms, first(r.settleCommand(0)))
-	r.add(400 * ms) // replaces the 2 s
-	assert.Equal(t, 26*ms, first(r.settleCommand(0)))
-	for range 3 {
-		r.add(5 * time.Second)
-	}
-	// 21 23 24 25 400 5s 5s 5s: half short, the 4th of 4
-	assert.Equal(t, 26*ms, first(r.settleCommand(0)))
-	r.add(5 * time.Second)
-	// 23 24 25 400 5s 5s 5s 5s: most are long
-	assert.Equal(t, time.Duration(0), first(r.settleCommand(0)))
-	for range runTimeSamples {
-		r.add(10 * ms)
-	}
-	assert.Equal(t, 11*ms, first(r.settleCommand(0)), "the oldest samples are gone")
-}
-
-// TestSettleFromTheCommandsOwnRunTimes: a command line that ran on the
-// lease is timed from its own latest run times (the largest of up to
-// three, the second largest of four: one slow run does not count), one
-// that did not from the lease's; the lease keeps the histories of its 64
-// most recently used command lines.
-func TestSettleFromTheCommandsOwnRunTimes(t *testing.T) {
-	ms := time.Millisecond
-	var r runTimes
-	for _, d := range []time.Duration{40, 45, 50} {
-		r.addCommand(1, d*ms, false) // a slow setup step
-	}
-	assert.Equal(t, 51*ms, first(r.settleCommand(2)), "a new command: the lease's")
-	r.addCommand(2, 20*ms, false)
-	assert.Equal(t, 21*ms, first(r.settleCommand(2)), "its own run")
-	assert.Equal(t, 51*ms, first(r.settleCommand(3)), "another new one: the lease's")
-	r.addCommand(2, 22*ms, false)
-	assert.Equal(t, 23*ms, first(r.settleCommand(2)), "the larger of two")
-	r.addCommand(2, 90*ms, false)
-	assert.Equal(t, 91*ms, first(r.settleCommand(2)), "the largest of three")
-	r.addCommand(2, 21*ms, false)
-	assert.Equal(t, 23*ms, first(r.settleCommand(2)), "of four, one slow run does not count")
-	for _, d := range []time.Duration{30, 22, 21, 23, 20} {
-		r.addCommand(2, d*ms, false)
-	}
-	assert.Equal(t, 23*ms, first(r.settleCommand(2)), "its last four: 22 21 23 20")
-	_, slowest := r.settleCommand(2)
-	assert.Equal(t, 24*ms, slowest, "the second read: the slowest of them")
-	r.addCommand(4, 2*time.Second, false)
-	r.addCommand(4, 3*time.Second, false)
-	assert.Equal(t, time.Duration(0), first(r.settleCommand(4)), "a long command is not timed")
-	for k := uint64(100); k < 100+commandHistories-3; k++ {
-		r.addCommand(k, 5*ms, false)
-	}
-	r.addCommand(2, 20*ms, false) // used again: the least recently used is now 1
-	r.addCommand(99, 5*ms, false)
-	assert.Len(t, r.byCommand, commandHistories)
-	assert.NotContains(t, r.byCommand, uint64(1), "the least recently used history went")
-	assert.Contains(t, r.byCommand, uint64(2))
-	r.addCommand(98, 5*ms, false)
-	assert.NotContains(t, r.byCommand, uint64(4))
-	assert.Equal(t, 22*ms, first(r.settleCommand(2)), "its last four: 21 23 20 20")
-}
-
-// TestBulkRunsOfACommandLineThatPrintsALot: a command line is watched as a
-// bulk one only while its last run left a large log and most of its runs
-// are short (up to 250 ms), from its fastest run to its slowest; its own
-// runs up to 250 ms also time its first read.
-func TestBulkRunsOfACommandLineThatPrintsALot(t *testing.T) {
-	ms := time.Millisecond
-	var r runTimes
-	r.addCommand(1, 120*ms, true)
-	r.addCommand(1, 180*ms, true)
-	fastest, slowest, ok := r.bulkRuns(1)
-	assert.True(t, ok)
-	assert.Equal(t, 121*ms, fastest)
-	assert.Equal(t, 181*ms, slowest)
-	assert.Equal(t, 181*ms, first(r.settleCommand(1)), "its own runs time its read up to 250 ms")
-	r.addCommand(1, 150*ms, false)
-	_, _, ok = r.bulkRuns(1)
-	assert.False(t, ok, "its last run left a small log")
-	r.addCommand(1, time.Second, true)
-	r.addCommand(1, 2*time.Second, true)
-	r.addCommand(1, 3*time.Second, true)
-	_, _, ok = r.bulkRuns(1)
-	assert.False(t, ok, "most of its runs are long")
-	_, _, ok = r.bulkRuns(2)
-	assert.False(t, ok, "a command line never run")
-	r.addCommand(3, 300*ms, false)
-	assert.Equal(t, time.Duration(0), first(r.settleCommand(3)), "beyond 250 ms: not timed")
-}
-
-// first is the first of two results.
-func first[A, B any](a A, _ B) A { return a }
-
-// TestSettleMarginLearnsFromFirstReads: a first read that found a command
-// unfinished although the command ran no longer than the read's lead
-// grows the margin past that lead (the command's time outside its run
-// was longer); a read that found a long command unfinished teaches
-// nothing; reads that found the command finished shrink it back slowly,
-// never below 1 ms nor above 50 ms.
-func TestSettleMarginLearnsFromFirstReads(t *testing.T) {
-	ms := time.Millisecond
-	var r runTimes
-	r.add(30 * ms)
-	assert.Equal(t, 31*ms, first(r.settleCommand(0)))
-	r.learn(31*ms, 30*ms, false) // 1 ms of lead was not enough
-	assert.Equal(t, 33*ms, first(r.settleCommand(0)))
-	r.learn(40*ms, 30*ms, false) // nor were 10 ms
-	assert.Equal(t, 42*ms, first(r.settleCommand(0)))
-	r.learn(42*ms, 80*ms, false) // a long command: no lesson
-	assert.Equal(t, 42*ms, first(r.settleCommand(0)))
-	r.learn(42*ms, 30*ms, true)
-	assert.Equal(t, 41*ms+ms/2, first(r.settleCommand(0)), "a hit takes half a millisecond off")
-	for range 100 {
-		r.learn(42*ms, 30*ms, true)
-	}
-	assert.Equal(t, 31*ms, first(r.settleCommand(0)), "never below the floor")
-	r.learn(time.Second, 30*ms, false)
-	assert.Equal(t, 80*ms, first(r.settleCommand(0)), "never above 50 ms")
-}
-
 // TestWrapInEveryShell runs a wrapped script in each session shell the
 // daemon may pick that this machine has (zsh, bash, sh): the output before
 // the markers is exact, the exit status is the script's, the script sees
@@ -310,32 +176,49 @@ func TestSettleMarginLearnsFromFirstReads(t *testing.T) {
 // proof, where it has none.
 func TestWrapInEveryShell(t *testing.T) {
 	for _, sh := range shells(t) {
-		t.Run(sh.name, func(t *testing.T) {
-			m := newEndMarker()
-			w := m.wrap(`printf 'a\nb[%s]' "${__paperclip_t0-unset}"; printf E >&2; exit 3`, true)
-			cmd := osexec.Command(sh.path, "-c", w)
-			var stdout, stderr bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			err := cmd.Run()
-			var exit *osexec.ExitError
-			require.ErrorAs(t, err, &exit)
-			assert.Equal(t, 3, exit.ExitCode(), "the script's status")
-			o := newOutput(nil, 0)
-			o.useMarker(m.tok)
-			g := o.nextGen()
-			o.feed(g, 0, 0, stdout.Bytes())
-			o.feed(g, 1, 0, stderr.Bytes())
-			code, ok := o.ended()
-			require.True(t, ok, "both markers: %q %q", stdout.String(), stderr.String())
-			assert.Equal(t, 3, code)
-			run, timed := o.runTime()
-			assert.Equal(t, sh.timed, timed, "run time in %q", stdout.String())
-			assert.Less(t, run, maxRunTime)
-			o.finish()
-			out, errOut, _ := o.snapshot()
-			assert.Equal(t, "a\nb[unset]", out)
-			assert.Equal(t, "E", errOut)
-		})
+		for _, files := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/files=%v", sh.name, files), func(t *testing.T) {
+				m := newEndMarker()
+				dir := t.TempDir()
+				raw := filepath.Join(dir, "raw")
+				require.NoError(t, os.WriteFile(raw, []byte("\x00\x01\x01\x01"), 0o600))
+				script := `printf 'a\nb[%s]' "${__paperclip_t0-unset}"; cat ` + raw + `; printf E >&2; exit 3`
+				outPath, errPath := filepath.Join(dir, "o"), filepath.Join(dir, "e")
+				w := m.wrap(script, true)
+				if files {
+					w = m.wrapFiles(script, true, outPath, errPath)
+				}
+				cmd := osexec.Command(sh.path, "-c", w)
+				var stdout, stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stdout, &stderr
+				err := cmd.Run()
+				var exit *osexec.ExitError
+				require.ErrorAs(t, err, &exit)
+				assert.Equal(t, 3, exit.ExitCode(), "the script's status")
+				gotOut, gotErr := stdout.Bytes(), stderr.Bytes()
+				if files {
+					assert.Empty(t, stdout.String()+stderr.String(), "nothing reaches the log")
+					gotOut, err = os.ReadFile(outPath)
+					require.NoError(t, err)
+					gotErr, err = os.ReadFile(errPath)
+					require.NoError(t, err)
+				}
+				o := newOutput(nil, 0)
+				o.useMarker(m.tok)
+				g := o.nextGen()
+				o.feed(g, 0, 0, gotOut)
+				o.feed(g, 1, 0, gotErr)
+				code, ok := o.ended()
+				require.True(t, ok, "both markers: %q %q", gotOut, gotErr)
+				assert.Equal(t, 3, code)
+				_, timed := o.runTime()
+				assert.Equal(t, sh.timed, timed, "run time in %q", gotOut)
+				o.finish()
+				out, errOut, _ := o.snapshot()
+				assert.Equal(t, "a\nb[unset]\x00\x01\x01\x01", out, "the bytes as the shell wrote them")
+				assert.Equal(t, "E", errOut)
+			})
+		}
 	}
 }
 

@@ -316,36 +316,6 @@ func (o *output) emitLocked(stream, text string) {
 	}
 }
 
-// reserve sizes each stream's text for kept bytes (what the command
-// line's last run kept) and a sixteenth more, before the first feed, when
-// that is at least reserveMin (docs/exec.md#reserved-output). A text
-// built up by doubling is copied into fresh memory at every step, twice
-// its final size in all, and fresh memory costs a page fault per 4 KiB:
-// in process an 8 MiB session `cat` spent a third of its CPU profile
-// there. A command line that printed a lot tends to print about as much
-// the next time (a test run, a listing, a file); what the output does
-// not fill of a reserve is never written, so it costs no page fault.
-func (o *output) reserve(kept [2]int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for i, n := range kept {
-		if n >= reserveMin {
-			o.streams[i].text.Grow(n + n/16)
-		}
-	}
-}
-
-// reserveMin is the least text reserve bothers with: below it the
-// doubling's copies cost little.
-const reserveMin = 64 << 10
-
-// kept reports the bytes of text each stream holds.
-func (o *output) kept() [2]int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return [2]int{o.streams[0].text.Len(), o.streams[1].text.Len()}
-}
-
 // snapshot returns the text so far and whether any stream was truncated.
 func (o *output) snapshot() (stdout, stderr string, truncated bool) {
 	o.mu.Lock()

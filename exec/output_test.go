@@ -174,33 +174,3 @@ func TestFailingSinkStopsLiveOutputOnly(t *testing.T) {
 	assert.Equal(t, "ab", stdout)
 	assert.Equal(t, 1, n)
 }
-
-// TestReservedTextIsNeverCopied: a stream reserved for what it then
-// receives keeps its first buffer, where a text built up from empty is
-// copied into a larger buffer at every doubling; a reserve below
-// reserveMin is not made.
-func TestReservedTextIsNeverCopied(t *testing.T) {
-	const n = 1 << 20
-	o := newOutput(nil, 0)
-	o.reserve([2]int{n, reserveMin - 1})
-	first := o.streams[0].text.Cap()
-	require.GreaterOrEqual(t, first, n)
-	assert.Zero(t, o.streams[1].text.Cap(), "below reserveMin")
-	g := o.nextGen()
-	piece := []byte(strings.Repeat("abcdefg\n", 4096)) // 32 KiB
-	for off := 0; off < n; off += len(piece) {
-		o.feed(g, 0, int64(off), piece)
-		require.Equal(t, first, o.streams[0].text.Cap(), "copied to a larger buffer after %d bytes", off+len(piece))
-	}
-	assert.Equal(t, [2]int{n, 0}, o.kept())
-
-	// The same text without the reserve is copied on its way.
-	o = newOutput(nil, 0)
-	g = o.nextGen()
-	caps := map[int]bool{}
-	for off := 0; off < n; off += len(piece) {
-		o.feed(g, 0, int64(off), piece)
-		caps[o.streams[0].text.Cap()] = true
-	}
-	assert.Greater(t, len(caps), 3, "buffers the unreserved text went through")
-}

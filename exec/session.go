@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 )
@@ -29,24 +26,24 @@ type run struct {
 	ctx    context.Context // caller + lease cancellation
 	cmdCtx context.Context // + command deadline
 
+	plan  plan
+	mark  endMarker
+	files [2]string // the files path's stdout and stderr files
+
 	sess  *session
 	cmdID string
-	// sent is when the successful dispatch call was sent, dispatchRTT how
-	// long it took.
-	sent        time.Time
-	dispatchRTT time.Duration
-	// probed: the first read was a snapshot, sent lead after the dispatch.
-	probed bool
-	lead   time.Duration
-	missed bool // the first read came before the end
-	// bulk: the command line's last run left a large log, so its reads
-	// before a follow are status reads from the second on (largeLog).
-	bulk   bool
-	retire bool // take the session out of service afterwards
+	// sent is when the successful dispatch call was sent.
+	sent time.Time
+	// answered: a synchronous exec answered with the command's log.
+	answered bool
+	retire   bool // take the session out of service afterwards
 	// observing: a follow connection closed cleanly or went silent, so
 	// reads now observe a command that may have ended (timeoutScope).
 	observing bool
-	observed  string // how output was observed (metadata logStream)
+	observed  string // the path the command took (metadata logStream)
+	exited    bool   // a status read saw the exit code
+	// seen is when, counted from sent, the command's end was had.
+	seen time.Duration
 }
 
 func (x *run) durationMs() int64 { return x.r.clock.Now().Sub(x.start).Milliseconds() }
@@ -101,6 +98,7 @@ func (x *run) timeoutScope(cause error, observing bool) string {
 // stderr, and whether the command's exit is known. cause says what ran out
 // (a bound of ours, or a provider timeout answer).
 func (x *run) timeout(scope string, cause error, observedExit *int) Result {
+	x.salvage()
 	res := x.result(nil)
 	res.TimedOut = true
 	after := fmt.Sprintf("after %d s", x.effSeconds())
@@ -135,6 +133,7 @@ func (x *run) timeout(scope string, cause error, observedExit *int) Result {
 
 // stopped turns the reason a wait ended into the execute's outcome.
 func (x *run) stopped(cause error) (Result, error) {
+	x.salvage()
 	if scope := x.timeoutScope(cause, false); scope != "" {
 		return x.timeout(scope, cause, nil), nil
 	}
@@ -190,115 +189,6 @@ func sessionLost(err error) bool {
 	return errors.Is(err, daytona.ErrNotFound) || errors.Is(err, daytona.ErrGone)
 }
 
-// inSession is the session path (docs/behavior.md#session-path, docs/behavior.md#exited-fast-path, docs/behavior.md#silent-socket).
-func (x *run) inSession() (Result, error) {
-	if err := x.dispatch(); err != nil {
-		if x.cmdCtx.Err() != nil && x.cmdID == "" && !errors.Is(err, ErrDispatchUncertain) {
-			return x.stopped(context.Cause(x.cmdCtx))
-		}
-		res := x.result(nil)
-		return res, err
-	}
-	defer func() { x.r.releaseSession(x.ctx, x.lease, x.sess, x.retire) }()
-	res, err := x.observe()
-	if d, ok := x.out.runTime(); ok {
-		x.r.noteRunTime(x.lease, x.key, d, x.out.received() >= largeLog, x.probed, x.lead, !x.missed)
-	}
-	return res, err
-}
-
-// dispatch hands the command to the session exactly once. An answer that
-// proves the shell did not take the command recreates the session and
-// dispatches once more: a 404/410 (the session is gone), and
-// daytona.ErrSessionEnded (the v0.190.0 daemon's 500 "session not found"
-// after a restart, its 500 "broken pipe" when the shell died, a newer
-// daemon's 410 SESSION_ENDED). Any other failure leaves the outcome
-// unknown and is not retried.
-func (x *run) dispatch() error {
-	m := newEndMarker()
-	x.out.useMarker(m.tok)
-	wrapped := m.wrap(x.script.execLast(), !x.script.hasStdin())
-	for attempt := 0; attempt < 2; attempt++ {
-		s, err := x.r.acquireSession(x.cmdCtx, x.lease, x.t)
-		if err != nil {
-			return err
-		}
-		sent := x.r.clock.Now()
-		resp, _, err := x.t.Client.Toolbox.ExecuteSessionCommand(x.cmdCtx, x.t.Sandbox, s.id,
-			&daytona.SessionExecuteRequest{Command: wrapped, RunAsync: true})
-		if err == nil && resp.CmdID != "" {
-			x.sess, x.cmdID = s, resp.CmdID
-			x.sent, x.dispatchRTT = sent, x.r.clock.Now().Sub(sent)
-			return nil
-		}
-		switch {
-		case err != nil && errors.Is(err, daytona.ErrSessionEnded):
-			// The daemon may still hold the session (a dead shell and what
-			// it left running): retire it, so it is deleted.
-			x.r.releaseSession(x.ctx, x.lease, s, true)
-			continue
-		case err != nil && sessionLost(err) && !errors.Is(err, daytona.ErrContainerMissing):
-			x.r.sessionGone(x.lease, s)
-			x.r.releaseSession(x.ctx, x.lease, s, false)
-			continue
-		}
-		// Outcome unknown: the command may be running. Retire the session
-		// so nothing else queues behind it; never dispatch again.
-		x.r.releaseSession(x.ctx, x.lease, s, true)
-		if err == nil {
-			err = fmt.Errorf("%w: exec answer without a command id", daytona.ErrMalformedResponse)
-		}
-		if x.cmdCtx.Err() != nil {
-			err = fmt.Errorf("%w", context.Cause(x.cmdCtx))
-		}
-		return fmt.Errorf("%w: %w", ErrDispatchUncertain, err)
-	}
-	return fmt.Errorf("exec: session lost twice while dispatching: %w", daytona.ErrNotFound)
-}
-
-// FollowFirstRTT is the worker's Options.FollowFirstBelow: a dispatch
-// answered within 10 ms comes from a network (loopback, same host or rack)
-// so close that bash, which takes 15-45 ms to source the login profiles
-// before the command runs, cannot have finished when a snapshot sent
-// next arrives; at internet round trips (tens of ms) the snapshot stays
-// first, because it reuses a pooled connection where the follow's
-// WebSocket opens a new one.
-const FollowFirstRTT = 10 * time.Millisecond
-
-// observe waits for the dispatched command's end and builds its result:
-// the reads before a follow (earlyReads, reads.go), then the follow, with
-// the poll as the fallback.
-func (x *run) observe() (Result, error) {
-	if res, done, err := x.earlyReads(); done {
-		return res, err
-	}
-	x.observed = "followed"
-	for attempt := 0; attempt < maxStreamAttempts; attempt++ {
-		end, code, cause := x.follow()
-		switch end {
-		case endExited:
-			return x.complete(code)
-		case endStopped:
-			return x.stopped(cause)
-		case endIdle:
-			x.observing = true
-			return x.poll()
-		case endRejected:
-			continue
-		case endClean:
-			x.observing = true
-			c, err := x.exitAfterClose()
-			if err != nil {
-				return x.readFailed(err)
-			}
-			if c != nil {
-				return x.complete(*c)
-			}
-		}
-	}
-	return x.poll()
-}
-
 // readFailed handles an error of a status or snapshot read: timeouts
 // (timeoutScope) and cancellations become their results, other provider
 // errors are returned (a status 404 means the session died: it is
@@ -324,9 +214,10 @@ func (x *run) readFailed(err error) (Result, error) {
 // missed; it runs outside the command deadline (the command is over) but
 // under the observation bound.
 func (x *run) complete(code int) (Result, error) {
+	x.seen = x.r.clock.Now().Sub(x.sent)
 	x.out.stopLive()
 	if _, marked := x.out.ended(); !marked && !x.out.bothCapped() {
-		if err := x.rawSnapshot(x.ctx, x.eff, errObservationBound); err != nil {
+		if err := x.read(x.ctx, x.eff, errObservationBound); err != nil {
 			if x.timeoutScope(err, true) != "" {
 				return x.timeout(scopeObservation, err, &code), nil
 			}
@@ -383,7 +274,7 @@ func (x *run) readLog(parent context.Context, gen uint64, d time.Duration, bound
 // reference (a deliberate deviation, README.md "Deviations from the
 // reference": the host stops waiting at the timeout anyway).
 func (x *run) poll() (Result, error) {
-	x.observed = "polled"
+	x.observed = pathPolled
 	// The poll starts after SilentSocketLimit without a frame, or after a
 	// close without the end markers: either way the shell is checked at
 	// once, and again after each doubling of the silence (at most every
@@ -396,9 +287,11 @@ func (x *run) poll() (Result, error) {
 		}
 		if code != nil {
 			x.out.stopLive()
+			x.exited = true
 		}
-		if !x.out.bothCapped() {
-			if err := x.rawSnapshot(x.cmdCtx, x.eff, errObservationBound); err != nil {
+		// The files path's output is read once, after the exit.
+		if !x.out.bothCapped() && (!x.plan.files || code != nil) {
+			if err := x.read(x.cmdCtx, x.eff, errObservationBound); err != nil {
 				return x.readFailed(err)
 			}
 		}
@@ -425,82 +318,6 @@ func (x *run) poll() (Result, error) {
 		}
 		if !sleep(x.cmdCtx, x.r.clock, PollInterval) {
 			return x.stopped(context.Cause(x.cmdCtx))
-		}
-	}
-}
-
-// oneShot is the bypass path (docs/behavior.md#one-shot): POST /process/execute with combined
-// output, reported as stdout. The daemon kills the command at the timeout
-// (408, output lost); the client call is bounded a little later in case the
-// daemon never answers. The answer (one JSON value holding everything the
-// command printed) is decoded as it arrives into the same capped output as
-// the session path, so a command that prints more than the cap still gets
-// its exit code and a truncated result, with memory bounded by the cap.
-func (x *run) oneShot() (Result, error) {
-	x.observed = "one_shot"
-	sec := 0
-	bound := time.Duration(0)
-	if x.eff > 0 {
-		sec = toTimeoutSeconds(x.eff)
-		bound = time.Duration(sec)*time.Second + 5*time.Second
-	}
-	rctx, cancel := withBound(x.ctx, x.r.clock, bound, errCommandDeadline)
-	defer cancel()
-	gen := x.out.nextGen()
-	var off int64
-	outPath := path.Join(stdinDir, oneShotOutPrefix+uuid.NewString())
-	code, _, err := x.t.Client.Toolbox.ExecuteStream(rctx, x.t.Sandbox, &daytona.ExecuteRequest{Command: x.script.oneShot(outPath), Timeout: sec},
-		func(p []byte) error {
-			x.out.feed(gen, 0, off, p)
-			off += int64(len(p))
-			return nil
-		})
-	if err != nil {
-		cause := classify(x.ctx, rctx, err)
-		if x.timeoutScope(cause, false) != "" {
-			// The daemon killed the command before its output file was
-			// printed: what it wrote so far is still in the file.
-			if off == 0 {
-				x.recoverOutput(gen, outPath)
-			}
-			return x.stopped(cause)
-		}
-		if errors.Is(cause, ErrLeaseNotActive) || isContextErr(cause) {
-			return x.stopped(cause)
-		}
-		// The answer was lost part way: what arrived is returned with the
-		// error, as on every failed execute.
-		return x.result(nil), fmt.Errorf("exec: one-shot execute: %w", err)
-	}
-	x.out.finish()
-	return x.result(&code), nil
-}
-
-// oneShotOutPrefix names the one-shot output files in /tmp.
-const oneShotOutPrefix = "paperclip-out-"
-
-// recoverOutput reads a timed-out one-shot command's output file into the
-// result and removes it, best effort and within cleanupBound: a timed-out
-// command keeps what it printed, as it does in a terminal.
-func (x *run) recoverOutput(gen uint64, outPath string) {
-	ctx, cancel := withBound(context.WithoutCancel(x.ctx), x.r.clock, cleanupBound, context.DeadlineExceeded)
-	defer cancel()
-	defer func() { _, _ = x.t.Client.Files.Delete(ctx, x.t.Sandbox, outPath, false) }()
-	body, _, err := x.t.Client.Files.Download(ctx, x.t.Sandbox, outPath)
-	if err != nil {
-		return
-	}
-	defer body.Close()
-	buf := make([]byte, 32<<10)
-	var off int64
-	for {
-		n, err := body.Read(buf)
-		if n > 0 {
-			x.out.feed(gen, 0, off, buf[:n])
-			off += int64(n)
-		}
-		if err != nil || x.out.bothCapped() {
-			return
 		}
 	}
 }

@@ -52,7 +52,6 @@ func (c streamedCase) execute(t *testing.T) (*env, *streamed, cmdexec.Result, er
 // status reads, a command that exits gets a completed result with all of
 // its output, the live output equal to it, dispatched exactly once.
 func TestStreamedCommandCompletes(t *testing.T) {
-	release := make(chan struct{}) // holds the fast-path snapshot of "silent socket after an empty fast-path snapshot"
 	type completes struct {
 		streamedCase
 		ws        int    // follow connections (0: not checked)
@@ -61,39 +60,12 @@ func TestStreamedCommandCompletes(t *testing.T) {
 	cases := []completes{{
 		// The end markers in the stream end it: no status read, no final
 		// snapshot.
-		streamedCase: streamedCase{name: "one snapshot, one stream call, no status read", fakeClock: true,
+		streamedCase: streamedCase{name: "one stream call, no status read", fakeClock: true,
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
-				assert.Equal(t, 2, e.count("GET", rLogs), "the fast-path snapshot and the stream")
+				assert.Equal(t, 1, e.count("GET", rLogs), "the stream")
 				assert.Equal(t, 0, e.count("GET", rStatus), "the markers carry the exit code")
 			}},
 		ws: 1, logStream: "followed",
-	}, {
-		// The socket stays silent, so the end markers never arrive, and
-		// no early status read is made (the markers replaced them): the
-		// silent-socket switch polls, and the poll's status read and
-		// snapshot complete it. The fast-path snapshot is held until the
-		// command has exited and then answers an empty log (as a read
-		// racing the exit would).
-		streamedCase: streamedCase{name: "silent socket after an empty fast-path snapshot: polled, no early status read", fakeClock: true,
-			faults: []fault{
-				{Method: "GET", Route: rLogs, Times: 1, Gate: release, Status: 200, Body: emptyLog},
-				{Route: rLogs, WSSilent: true, Times: 1},
-			},
-			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
-				s.gate.open(t)
-				e.awaitExited()
-				close(release)
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 2), "the follow connects")
-				e.awaitTimer(silentSocketLimit)
-				e.clock.Advance(silentSocketLimit)
-				return e.wait(s.ch)
-			},
-			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
-				assert.Equal(t, 1, e.count("GET", rStatus), "the poll's read only")
-				assert.Equal(t, 3, e.count("GET", rLogs), "fast-path snapshot, follow, the poll's snapshot")
-			}},
-		ws: 1, logStream: "polled",
 	}, {
 		// The final frame (it holds the end markers) never arrives; after
 		// the clean close the exit is read and the final snapshot, read as
@@ -107,68 +79,10 @@ func TestStreamedCommandCompletes(t *testing.T) {
 				return e.wait(s.ch)
 			},
 			check: func(t *testing.T, e *env, _ *streamed, _ cmdexec.Result) {
-				assert.Equal(t, 3, e.count("GET", rLogs), "fast-path snapshot, the follow and one final snapshot")
+				assert.Equal(t, 2, e.count("GET", rLogs), "the follow and one final snapshot")
 				assert.Equal(t, 1, e.count("GET", rStatus), "the exit read after the close")
 			}},
 		ws: 1, // the snapshot is plain HTTP
-	}, {
-		// The fast-path snapshot answers a log that is shorter than what
-		// the stream then replays (it ends inside a line): the stream's
-		// replay of it is dropped by byte offset.
-		streamedCase: streamedCase{name: "fast-path snapshot shorter than the stream",
-			faults: []fault{{Method: "GET", Route: rLogs, Times: 1, Status: 200,
-				Body: `{"output":"","stdout":"l1","stderr":""}`}}},
-	}, {
-		// Only the fast-path snapshot fails.
-		streamedCase: streamedCase{name: "fast-path snapshot fails: keeps streaming", fakeClock: true,
-			faults: []fault{{Method: "GET", Route: rLogs, Times: 1, Status: 500}},
-			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				s.gate.open(t)
-				return e.wait(s.ch)
-			}},
-	}, {
-		streamedCase: streamedCase{name: "hung fast-path snapshot is bounded", fakeClock: true,
-			faults: []fault{{Method: "GET", Route: rLogs, Times: 1, Hang: true}},
-			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				e.awaitTimer(fastPathBound)
-				// The hung read must have reached the server, or the fault
-				// would catch a later read.
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
-				e.clock.Advance(fastPathBound)
-				return e.finish(t, s)
-			}},
-		ws: 1,
-	}, {
-		// Both connections break after a few bytes: reconnect once, then
-		// poll.
-		streamedCase: streamedCase{name: "reconnect once, then poll", fakeClock: true,
-			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 6, Skip: 1, Times: 2}},
-			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				e.awaitTimer(pollInterval) // polling after two failed connections
-				e.awaitOutput("l2 ok")
-				e.clock.Advance(pollInterval)
-				s.awaitFirst(t)
-				s.gate.open(t)
-				return e.drive(s.ch, pollInterval)
-			}},
-		ws: 2,
-	}, {
-		// Hour-long commands: no invented exit and no lifetime cap.
-		streamedCase: streamedCase{name: "two-hour command on the injected clock", fakeClock: true, timeout: 3 * time.Hour,
-			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
-				s.awaitFirst(t)
-				e.advanceUntil(pollInterval, silentSocketLimit) // silent → polling
-				for elapsed := time.Duration(0); elapsed < 2*time.Hour; elapsed += 10 * time.Minute {
-					e.awaitTimer(pollInterval)
-					e.clock.Advance(10 * time.Minute)
-				}
-				s.gate.open(t)
-				return e.drive(s.ch, pollInterval)
-			},
-			check: func(t *testing.T, _ *env, _ *streamed, res cmdexec.Result) {
-				assert.False(t, res.TimedOut)
-				assert.GreaterOrEqual(t, res.Metadata["durationMs"], int64(2*time.Hour/time.Millisecond))
-			}},
 	}}
 	// A socket closed mid-line, mid-marker or mid-character: the log bytes
 	// are 01 01 01 "l1 é🙂\n" (13 bytes) then the next marker and line.
@@ -177,7 +91,7 @@ func TestStreamedCommandCompletes(t *testing.T) {
 	// (17). One reconnect; its replayed prefix is dropped by byte offset.
 	for _, cut := range []int{1, 2, 5, 9, 12, 14, 15, 17} {
 		cases = append(cases, completes{streamedCase: streamedCase{name: fmt.Sprintf("socket closed after %d bytes", cut),
-			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: cut, Skip: 1, Times: 1}},
+			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: cut, Times: 1}},
 			check: func(t *testing.T, _ *env, s *streamed, _ cmdexec.Result) {
 				for _, c := range s.rec.all() {
 					assert.NotContains(t, c.text, "\uFFFD")
@@ -191,14 +105,14 @@ func TestStreamedCommandCompletes(t *testing.T) {
 		name  string
 		fault fault
 	}{
-		{"socket connected but silent", fault{Route: rLogs, WSSilent: true, Skip: 1, Times: 1}},
-		{"socket never connects", fault{Method: "GET", Route: rLogs, Hang: true, Skip: 1, Times: 1}},
+		{"socket connected but silent", fault{Route: rLogs, WSSilent: true, Times: 1}},
+		{"socket never connects", fault{Method: "GET", Route: rLogs, Hang: true, Times: 1}},
 	} {
 		cases = append(cases, completes{streamedCase: streamedCase{name: f.name + ": polling after SilentSocketLimit", fakeClock: true,
 			faults: []fault{f.fault},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				e.awaitTimer(silentSocketLimit)
-				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 2))
+				require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, 1))
 				e.awaitOutput("l2 ok")
 				e.clock.Advance(silentSocketLimit)
 				s.awaitFirst(t)
@@ -245,7 +159,7 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 		// The poll fallback after two failed streams runs out of the
 		// command's budget; the session of the runaway command is deleted.
 		streamedCase: streamedCase{name: "poll fallback", fakeClock: true, timeout: time.Minute,
-			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 0, Skip: 1, Times: 2}},
+			faults: []fault{{Route: rLogs, WSClose: true, WSCloseAfterBytes: 0, Times: 2}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				e.awaitTimer(pollInterval)
 				e.awaitOutput("l2 ok")
@@ -267,14 +181,12 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 		// 60 s after the start, ends it with the output polled so far.
 		streamedCase: streamedCase{name: "poll fallback after aged failed streams ends at the command deadline", fakeClock: true, timeout: time.Minute,
 			faults: []fault{
-				// Skip: the fast-path snapshot (each rule counts the requests
-				// it was asked about).
-				{Method: "GET", Route: rLogs, Gate: agedRelease[0], WSClose: true, WSCloseAfterBytes: 0, Skip: 1, Times: 1},
-				{Method: "GET", Route: rLogs, Gate: agedRelease[1], WSClose: true, WSCloseAfterBytes: 0, Skip: 1, Times: 1},
+				{Method: "GET", Route: rLogs, Gate: agedRelease[0], WSClose: true, WSCloseAfterBytes: 0, Times: 1},
+				{Method: "GET", Route: rLogs, Gate: agedRelease[1], WSClose: true, WSCloseAfterBytes: 0, Times: 1},
 			},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				for i, release := range agedRelease {
-					require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, i+2))
+					require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rLogs, i+1))
 					e.awaitTimer(silentSocketLimit)
 					e.clock.Advance(10 * time.Second)
 					close(release)
@@ -299,11 +211,11 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 		// and the log snapshot of the poll stalls until the command
 		// deadline: an observation timeout with the output so far.
 		streamedCase: streamedCase{name: "poll snapshot stalls after a silent socket", fakeClock: true, timeout: 10 * time.Minute,
-			faults: []fault{{Method: "GET", Route: rLogs, Skip: 2, Times: 1, Hang: true}},
+			faults: []fault{{Method: "GET", Route: rLogs, Skip: 1, Times: 1, Hang: true}},
 			run: func(t *testing.T, e *env, s *streamed) (cmdexec.Result, error) {
 				s.awaitFirst(t)
 				s.rec.await(t, "stderr", "e1 ☃\n")
-				e.silenceUntilRequests("GET", rLogs, 3)
+				e.silenceUntilRequests("GET", rLogs, 2)
 				e.clock.Advance(10 * time.Minute)
 				return e.wait(s.ch)
 			},
@@ -331,7 +243,9 @@ func TestTimedOutCommandKeepsPartialOutput(t *testing.T) {
 				assert.Equal(t, "e1 ☃\nCommand timed out after 7200 s.\n", res.Stderr)
 				assert.Equal(t, "command", res.Metadata["timeoutScope"])
 				e.assertDeletes(t, 1, "timed-out command's session deleted")
-				res2, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "echo", Args: []string{"next"}, Timeout: time.Hour}, nil)
+				next := cmdexec.Request{Command: "echo", Args: []string{"next"}, Timeout: time.Hour}
+				e.long(next) // followed: no look waits on the fake clock
+				res2, err := e.runner.Execute(ctxT(t), e.target, next, nil)
 				require.NoError(t, err)
 				assert.Equal(t, "next\n", res2.Stdout)
 				assert.NotEqual(t, first, e.runner.SessionID(e.target.LeaseKey))
@@ -457,8 +371,12 @@ func TestFastPathCommandExitedBeforeFirstSnapshot(t *testing.T) {
 			rec := newRecorder()
 			id := tag()
 			ch := e.start(bashReq(fmt.Sprintf("printf 'a\\nb'; printf 'E' >&2; : %s; exit %d", id, code)), rec)
-			// Let the first snapshot wait until the command has finished.
+			// The first look of a line the lease does not know comes
+			// markMargin after the dispatch; it is held until the command
+			// has finished.
 			require.NoError(t, e.srv.Await(ctxT(t), func() bool { return e.srv.CountDispatches(id) == 1 }))
+			require.NoError(t, e.clock.AwaitTimer(ctxT(t), cmdexec.MarkMargin))
+			e.clock.Advance(cmdexec.MarkMargin)
 			e.awaitExited()
 			close(release)
 			res, err := e.wait(ch)
@@ -468,7 +386,7 @@ func TestFastPathCommandExitedBeforeFirstSnapshot(t *testing.T) {
 			assert.False(t, res.TimedOut)
 			assert.Equal(t, "a\nb", res.Stdout, "exact bytes: no newline added")
 			assert.Equal(t, "E", res.Stderr)
-			assert.Equal(t, "fast_path", res.Metadata["logStream"])
+			assert.Equal(t, "read", res.Metadata["logStream"])
 			assert.Equal(t, 0, e.wsCount(), "no follow socket")
 			assert.Equal(t, 0, e.count("GET", rStatus), "no status read")
 			assert.Equal(t, 1, e.count("GET", rLogs), "one snapshot")
@@ -512,9 +430,9 @@ func TestProviderTimeoutOnAnObservationReadKeepsTheOutput(t *testing.T) {
 			idle:   true,
 			stdout: streamedFirst, stderr: "e1 ☃\n" + unconfirmed,
 		}, {
-			// Skip the fast-path snapshot and the follow.
+			// Skip the follow.
 			name:   "snapshot of the poll after a silent socket",
-			faults: []fault{{Method: "GET", Route: rLogs, Skip: 2, Status: status}},
+			faults: []fault{{Method: "GET", Route: rLogs, Skip: 1, Status: status}},
 			idle:   true,
 			stdout: streamedFirst, stderr: "e1 ☃\n" + unconfirmed,
 		}} {
@@ -585,6 +503,7 @@ func TestHealthyStreamHasNoLifetimeCap(t *testing.T) {
 	// must wait for the next line.
 	req := bashReq(fmt.Sprintf("for i in $(seq 1 %d); do until read _ < %s; do :; done; printf 't%%04d\\n' $i; done; : %s; exit 3", ticks, g.name, id))
 	req.Timeout = 3 * time.Hour
+	e.long(req)
 	ch := e.start(req, rec)
 	var want strings.Builder
 	for i := 1; i <= ticks; i++ {

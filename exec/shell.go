@@ -51,12 +51,9 @@ func tail(s string) string {
 	return s
 }
 
-// probeBound limits the shell check: one exec call. probeEveryMax is the
-// longest silence between two checks of a command that prints nothing.
-const (
-	probeBound    = 5 * time.Second
-	probeEveryMax = 5 * time.Minute
-)
+// probeEveryMax is the longest silence between two checks of a command
+// that prints nothing: each check queues a no-op in a live shell.
+const probeEveryMax = 5 * time.Minute
 
 // shellAlive checks the command's session shell with one cheap exec of
 // `:`. A live shell takes it (it runs after the command, a no-op); a dead
@@ -64,7 +61,7 @@ const (
 // met a broken pipe (daytona.ErrSessionEnded), or the session is gone
 // (404/410). Any other failure proves nothing and counts as alive.
 func (x *run) shellAlive() bool {
-	ctx, cancel := withBound(x.cmdCtx, x.r.clock, probeBound, errObservationBound)
+	ctx, cancel := withBound(x.cmdCtx, x.r.clock, cleanupBound, errObservationBound)
 	defer cancel()
 	_, _, err := x.t.Client.Toolbox.ExecuteSessionCommand(ctx, x.t.Sandbox, x.sess.id,
 		&daytona.SessionExecuteRequest{Command: ":", RunAsync: true})

@@ -99,7 +99,7 @@ func New(o Options) *Driver {
 	}
 	d.runner = o.runner
 	if d.runner == nil {
-		d.runner = cmdexec.NewRunner(cmdexec.Options{Logger: d.log, OutputCap: OutputCap, FollowFirstBelow: cmdexec.FollowFirstRTT, TimeFirstRead: true})
+		d.runner = cmdexec.NewRunner(cmdexec.Options{Logger: d.log, OutputCap: OutputCap})
 	}
 	if d.retryW <= 0 {
 		d.retryW = defaultStartRetryWait

@@ -1,0 +1,158 @@
+package exec_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+)
+
+// Routes of the paths (relative to the sandbox's toolbox).
+const (
+	rBulkDownload = "/files/bulk-download"
+	rFileDelete   = "/files"
+)
+
+// TestEachPathOfThePlan runs one command down each path the plan can
+// choose (docs/exec.md#paths), picked by what the lease remembers of the
+// command line and of the network, and checks what the user gets: the
+// bytes, the exit code, the path named in the metadata, and the calls it
+// took. A path taken wrongly shows in its calls: a sync exec that is
+// asynchronous makes a second call, a files command that uses the log
+// loses its NUL bytes and makes no download, a followed command opens no
+// WebSocket.
+func TestEachPathOfThePlan(t *testing.T) {
+	// Bytes the daemon's log cannot carry: NUL, its stream labels, a last
+	// line without a newline.
+	script := `printf 'out\0\001\001\001x'; printf 'err\n' >&2; exit 3`
+	const exact, logged = "out\x00\x01\x01\x01x", "outx" // the log drops NUL and the label
+	for _, c := range []struct {
+		name   string
+		rtt    time.Duration
+		run    time.Duration
+		known  bool
+		print  int64
+		path   string
+		stdout string
+		// calls: the toolbox calls for the command (exec, its command
+		// routes, downloads); ws: follow connections.
+		calls, ws int
+	}{
+		{name: "sync: one call at a far round trip", rtt: 100 * time.Millisecond, path: "sync", stdout: logged, calls: 1},
+		{name: "read: an exec and a log read", known: true, run: time.Millisecond, path: "read", stdout: logged, calls: 2},
+		{name: "files: an exec and one download, exact bytes", known: true, run: time.Millisecond, print: cmdexec.FilesFrom,
+			path: "files", stdout: exact, calls: 2},
+		{name: "followed: a long line is followed at once", known: true, run: time.Minute, path: "followed", stdout: logged, calls: 2, ws: 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			warm := cmdexec.Request{Command: "true"}
+			_, err := e.runner.Execute(ctxT(t), e.target, warm, nil) // opens the session
+			require.NoError(t, err)
+			req := bashReq(script)
+			if c.known {
+				cmdexec.SetLastRun(e.runner, e.target.LeaseKey, req, c.run, c.print)
+			}
+			cmdexec.SetRTT(e.runner, e.target.LeaseKey, c.rtt)
+			e.srv.ResetRequests()
+			rec := newRecorder()
+			res, err := e.wait(e.start(req, rec))
+			require.NoError(t, err)
+			require.NotNil(t, res.ExitCode)
+			assert.Equal(t, 3, *res.ExitCode)
+			assert.Equal(t, c.path, res.Metadata["logStream"])
+			if c.path == "read" && res.Metadata["logStream"] == "followed" {
+				t.Skip("the command outran its plan on this machine: followed")
+			}
+			assert.Equal(t, c.stdout, res.Stdout)
+			assert.Equal(t, "err\n", res.Stderr)
+			calls := e.commandCalls() + e.count("POST", rBulkDownload)
+			if c.path == "read" || c.path == "files" {
+				// The lease knows only the shell-clock run here: a look
+				// may come before the end on a slow machine.
+				assert.GreaterOrEqual(t, calls, c.calls, "exec and looks")
+				assert.Equal(t, 0, e.count("GET", rStatus), "no status read")
+			} else {
+				assert.Equal(t, c.calls, calls, "toolbox calls")
+			}
+			assert.Equal(t, c.ws, e.wsCount(), "follow connections")
+			assert.Equal(t, 1, e.count("POST", rExec), "dispatched once")
+			assertLive(t, rec, res)
+			require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
+			if c.path == "files" {
+				assert.Equal(t, 2, e.count("DELETE", rFileDelete), "both output files removed")
+			}
+		})
+	}
+}
+
+// TestSyncCommandStillRunningGoesLive: a synchronous exec not answered
+// within liveWithin is looked up in its session and followed, so a long
+// command's output goes live; it is dispatched once.
+func TestSyncCommandStillRunningGoesLive(t *testing.T) {
+	e := newEnv(t)
+	cmdexec.SetRTT(e.runner, e.target.LeaseKey, 100*time.Millisecond)
+	gate := e.newGate()
+	rec := newRecorder()
+	ch := e.start(bashReq("echo first; "+gate.shell()+"; echo second"), rec)
+	rec.await(t, "stdout", "first\n")
+	gate.open(t)
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.Equal(t, "first\nsecond\n", res.Stdout)
+	assert.Equal(t, "followed", res.Metadata["logStream"])
+	assert.Equal(t, 1, e.count("POST", rExec), "dispatched once")
+	assert.Equal(t, 1, e.count("GET", rSessionD), "looked up once")
+	assert.Equal(t, 1, e.wsCount())
+	assertLive(t, rec, res)
+}
+
+// TestFilesCommandThatRunsLongIsPolled: a files-path command still
+// running past its looks is watched by status reads and read once after
+// its exit: its output, exact, comes with the result.
+func TestFilesCommandThatRunsLongIsPolled(t *testing.T) {
+	e := newEnv(t)
+	gate := e.newGate()
+	req := bashReq(gate.shell() + `; printf 'a\0b'`)
+	cmdexec.SetLastRun(e.runner, e.target.LeaseKey, req, time.Millisecond, cmdexec.FilesFrom)
+	ch := e.start(req, nil)
+	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "GET", rStatus, 1), "polled")
+	gate.open(t)
+	res, err := e.wait(ch)
+	require.NoError(t, err)
+	assert.Equal(t, "a\x00b", res.Stdout)
+	assert.Equal(t, "polled", res.Metadata["logStream"])
+	assert.Equal(t, 0, e.wsCount(), "the files path is never followed")
+}
+
+// TestFilesCommandTimedOutKeepsItsOutput: a files-path command that times
+// out keeps what it wrote, read from its files.
+func TestFilesCommandTimedOutKeepsItsOutput(t *testing.T) {
+	e := newEnv(t)
+	req := bashReq(`printf 'so far'; exec sleep 60`)
+	req.Timeout = 2 * time.Second
+	cmdexec.SetLastRun(e.runner, e.target.LeaseKey, req, time.Millisecond, cmdexec.FilesFrom)
+	res, err := e.runner.Execute(ctxT(t), e.target, req, nil)
+	require.NoError(t, err)
+	assert.True(t, res.TimedOut)
+	assert.Contains(t, res.Stdout, "so far")
+}
+
+// TestUncertainDispatchThatArrivedIsObserved: an exec whose answer is
+// lost (a 502 after the daemon took it) is found in the session's command
+// list by its marker and observed, not dispatched again.
+func TestUncertainDispatchThatArrivedIsObserved(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil)
+	require.NoError(t, err)
+	e.srv.Inject(fault{Method: "POST", Route: rExec, Times: 1, Status: 502, Perform: true})
+	res, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo once"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "once\n", res.Stdout)
+	assert.Equal(t, 1, e.count("GET", rSessionD), "looked up")
+	ds := e.srv.Dispatches()
+	assert.Len(t, ds, 2, "true, then the command once")
+}
