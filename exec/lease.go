@@ -360,6 +360,13 @@ func (r *Runner) noteRTT(l *lease, d time.Duration) {
 	l.hist.rtt = max(d, time.Microsecond)
 }
 
+// rttOf is the lease's measured round trip.
+func (r *Runner) rttOf(l *lease) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return l.hist.rtt
+}
+
 // background runs f after the execute answered (a files-path command's
 // file removal), bounded by cleanupBound; CloseLease waits for it.
 func (r *Runner) background(ctx context.Context, l *lease, f func(context.Context)) {

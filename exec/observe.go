@@ -48,6 +48,9 @@ func (x *run) observe() (Result, error) {
 		end, code, cause := x.follow()
 		switch end {
 		case endExited:
+			// A look sent a round trip before the markers arrived would
+			// have found them.
+			x.seen = x.r.clock.Now().Sub(x.sent) - x.r.rttOf(x.lease)
 			return x.complete(code)
 		case endStopped:
 			return x.stopped(cause)
@@ -76,12 +79,14 @@ func (x *run) observe() (Result, error) {
 // context ended; otherwise what it brought goes live (the log) and a
 // failed read changes nothing.
 func (x *run) look() (res Result, done bool, err error) {
+	at := x.r.clock.Now().Sub(x.sent)
 	_ = x.read(x.cmdCtx, FastPathBound, errFastPathBound)
 	if x.cmdCtx.Err() != nil {
 		res, err = x.stopped(context.Cause(x.cmdCtx))
 		return res, true, err
 	}
 	if code, ok := x.out.ended(); ok {
+		x.seen = at // a look sent then finds the end
 		x.observed = pathRead
 		if x.plan.files {
 			x.observed = pathFiles

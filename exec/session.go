@@ -42,7 +42,8 @@ type run struct {
 	observing bool
 	observed  string // the path the command took (metadata logStream)
 	exited    bool   // a status read saw the exit code
-	// seen is when, counted from sent, the command's end was had.
+	// seen is when, counted from sent, a look would have found the
+	// command's end (0: not known; plan.go).
 	seen time.Duration
 }
 
@@ -214,7 +215,6 @@ func (x *run) readFailed(err error) (Result, error) {
 // missed; it runs outside the command deadline (the command is over) but
 // under the observation bound.
 func (x *run) complete(code int) (Result, error) {
-	x.seen = x.r.clock.Now().Sub(x.sent)
 	x.out.stopLive()
 	if _, marked := x.out.ended(); !marked && !x.out.bothCapped() {
 		if err := x.read(x.ctx, x.eff, errObservationBound); err != nil {
