@@ -81,11 +81,18 @@ func newDaemonEnv(t testing.TB, opts ...envOpt) *env {
 
 func newEnvOn(t testing.TB, upstream string, opts ...envOpt) *env {
 	t.Helper()
-	checkNoLeaks(t)
-	tops := []testenv.Option{testenv.WithClient(daytona.WithRetryPolicy(daytona.RetryPolicy{MaxRetries: -1}))}
+	var tops []testenv.Option
 	if upstream != "" {
 		tops = append(tops, testenv.WithServer(daytonatest.WithToolboxUpstream(upstream)))
 	}
+	return newEnvWith(t, tops, opts...)
+}
+
+// newEnvWith is newEnv with emulator and client options (a network, TLS).
+func newEnvWith(t testing.TB, extra []testenv.Option, opts ...envOpt) *env {
+	t.Helper()
+	checkNoLeaks(t)
+	tops := append([]testenv.Option{testenv.WithClient(daytona.WithRetryPolicy(daytona.RetryPolicy{MaxRetries: -1}))}, extra...)
 	// No client retries: a fault a test injects reaches the runner as is.
 	te := testenv.New(t, tops...)
 	sb := te.StartSandbox(t, nil)

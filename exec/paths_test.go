@@ -7,7 +7,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
 // Routes of the paths (relative to the sandbox's toolbox).
@@ -155,4 +157,52 @@ func TestUncertainDispatchThatArrivedIsObserved(t *testing.T) {
 	assert.Equal(t, 1, e.count("GET", rSessionD), "looked up")
 	ds := e.srv.Dispatches()
 	assert.Len(t, ds, 2, "true, then the command once")
+}
+
+// TestEchoOverAFarNetwork: behind a 100 ms round trip over TLS, with
+// every connection charged its handshakes, `echo hi` after the first
+// command takes the synchronous path: one call, and no new connection.
+// (A machine so loaded that the command outruns liveWithin takes the
+// follow instead; that run proves nothing and is skipped.)
+func TestEchoOverAFarNetwork(t *testing.T) {
+	const rtt = 100 * time.Millisecond
+	e := newEnvWith(t, []testenv.Option{testenv.WithServer(daytonatest.WithNetwork(daytonatest.Network{RTT: rtt}), daytonatest.WithTLS())})
+	echo := cmdexec.Request{Command: "echo", Args: []string{"hi"}, Timeout: time.Minute}
+	for i := 0; i < 2; i++ { // warm-up: the session, the round trip, the line's last run
+		_, err := e.runner.Execute(ctxT(t), e.target, echo, nil)
+		require.NoError(t, err)
+	}
+	conns := e.srv.Connections()
+	for i := 0; i < 3; i++ {
+		e.srv.ResetRequests()
+		res, err := e.runner.Execute(ctxT(t), e.target, echo, nil)
+		require.NoError(t, err)
+		assert.Equal(t, "hi\n", res.Stdout)
+		if res.Metadata["logStream"] == "followed" {
+			t.Skip("the machine outran liveWithin")
+		}
+		assert.Equal(t, "sync", res.Metadata["logStream"])
+		assert.Equal(t, 1, len(e.srv.Requests()), "one call")
+	}
+	assert.Equal(t, conns, e.srv.Connections(), "no new connection after warm-up")
+}
+
+// TestStopDuringALookWait: a command waiting for its next look (the fake
+// clock holds it there) ends at once when its lease is cancelled, with an
+// error matching ErrLeaseNotActive and no further read.
+func TestStopDuringALookWait(t *testing.T) {
+	e := newEnv(t, withFakeClock)
+	gate := e.newGate()
+	req := bashReq("echo started; " + gate.shell())
+	ch := e.start(req, nil)
+	require.NoError(t, e.clock.AwaitTimer(ctxT(t), cmdexec.MarkMargin), "waiting for the first look")
+	reads := e.count("GET", rLogs)
+	e.runner.CancelLease(e.target.LeaseKey)
+	res, err := e.wait(ch)
+	require.ErrorIs(t, err, cmdexec.ErrLeaseNotActive)
+	assert.Nil(t, res.ExitCode)
+	assert.Equal(t, false, res.Metadata["commandExitConfirmed"])
+	assert.Equal(t, reads, e.count("GET", rLogs), "no read after the stop")
+	gate.open(t)
+	require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
 }

@@ -241,7 +241,9 @@ func (sb *sandbox) setupTree(m method, dir, id, user string) error {
 	if m == methodHost {
 		sb.home = sb.hostHome
 		sb.tmp = hostTmp
-		sb.view = &pathView{mounts: []mountPoint{{sb.root, sb.root}}, method: m}
+		// Commands on the host layout share the host's /tmp, so the
+		// toolbox reaches it too (a stdin file, a command's output files).
+		sb.view = &pathView{mounts: []mountPoint{{sb.root, sb.root}, {"/tmp", "/tmp"}}, method: m}
 		return nil
 	}
 	sb.home = "/home/" + user
