@@ -12,7 +12,7 @@ func SetLastRun(r *Runner, leaseKey string, req Request, run time.Duration, prin
 	if l == nil {
 		l = r.newLeaseLocked(leaseKey)
 	}
-	l.hist.note(keyOf(r, req), run, 0, printed)
+	l.hist.note(keyOf(r, req), run, 0, printed, printed/64)
 }
 
 // LastRun reports what the lease remembers of req's command line.

@@ -32,6 +32,7 @@ func (x *run) observe() (Result, error) {
 	}
 	if !x.plan.follow && !x.plan.sync {
 		for at, ok := x.plan.firstLook, true; ok; at, ok = nextLook(at) {
+			x.first = at == x.plan.firstLook
 			if wait := x.sent.Add(at).Sub(x.r.clock.Now()); wait > 0 && !sleep(x.cmdCtx, x.r.clock, wait) {
 				return x.stopped(context.Cause(x.cmdCtx))
 			}
@@ -86,7 +87,14 @@ func (x *run) look() (res Result, done bool, err error) {
 		return res, true, err
 	}
 	if code, ok := x.out.ended(); ok {
-		x.seen = at // a look sent then finds the end
+		// A look sent then found the end. When it was the first look the
+		// end may have come earlier: the next run's first look comes
+		// halfway between this one and the shell-clock run, so the plan
+		// does not stay as late as a first guess.
+		x.seen = at
+		if run, timed := x.out.runTime(); timed && x.first && run < at {
+			x.seen = run + (at-run)/2
+		}
 		x.observed = pathRead
 		if x.plan.files {
 			x.observed = pathFiles

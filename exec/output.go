@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	stdsync "sync"
@@ -46,6 +47,7 @@ func truncationMarker(stream string, kept int64) string {
 type streamBuf struct {
 	name    string
 	recv    int64  // raw bytes accepted (offset space of the log)
+	lines   int64  // newlines among them (what the plan's labeler cost counts)
 	pending []byte // incomplete UTF-8 sequence (< 4 bytes)
 	text    strings.Builder
 	cost    int64 // host characters of text (JSON-escaped UTF-16 units)
@@ -178,6 +180,7 @@ func (o *output) feedLocked(stream int, off int64, data []byte) {
 	}
 	data = data[b.recv-off:]
 	b.recv = end
+	b.lines += int64(bytes.Count(data, newline))
 	if o.marker != nil {
 		data = scanMarker(b, o.marker, stream == 0, data)
 		if b.ended {
@@ -329,6 +332,15 @@ func (o *output) received() int64 {
 	defer o.mu.Unlock()
 	return o.streams[0].recv + o.streams[1].recv
 }
+
+// receivedLines reports the newlines among the bytes received.
+func (o *output) receivedLines() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.streams[0].lines + o.streams[1].lines
+}
+
+var newline = []byte{'\n'}
 
 // bothCapped: no further output can change the result, so snapshots that
 // only serve output reconciliation can be skipped.

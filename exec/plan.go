@@ -43,10 +43,22 @@ const (
 	commandHistories = 64
 )
 
-// daemonExitTick is Daytona's: a synchronous session exec checks the
-// command's exit-code file when it has written the command and then every
-// 50 ms, so its answer comes on such a tick (docs/daytona.md#session-exec).
-const daemonExitTick = 50 * time.Millisecond
+// Daytona's constants, measured on the v0.190.0 daemon: a synchronous
+// session exec checks the command's exit-code file when it has written the
+// command and then every 50 ms, so its answer comes on such a tick
+// (docs/daytona.md#session-exec); the labelers that write a command's
+// output into its log take 3.1 µs a line and 0.15 µs a byte
+// (docs/emulator.md#labeler-cost).
+const (
+	daemonExitTick = 50 * time.Millisecond
+	labelerPerLine = 3100 * time.Nanosecond
+	labelerPerByte = 150 * time.Nanosecond
+)
+
+// labelerTime is what the daemon's labelers take for a run's output.
+func (r *lastRun) labelerTime() time.Duration {
+	return time.Duration(r.lines)*labelerPerLine + time.Duration(r.printed)*labelerPerByte
+}
 
 // lastRun is what a command line did on its last run on the lease.
 type lastRun struct {
@@ -56,6 +68,7 @@ type lastRun struct {
 	// (the daemon's wrapper, the labeler, the network), as measured.
 	seen    time.Duration
 	printed int64  // bytes of output, both streams
+	lines   int64  // newlines among them
 	used    uint64 // recency (history.uses when last noted)
 }
 
@@ -80,10 +93,11 @@ type plan struct {
 // planFor plans a command from the measured round trip (0 = not measured)
 // and the command line's last run (nil = none on this lease).
 //
-//   - A command line that ran longer than liveWithin is followed at once:
+//   - A command line that printed filesFrom or more and whose run was
+//     mostly the daemon's labeler (its labeler time at least half the run)
+//     takes the files path: the labeler held it back, a file would not.
+//   - One that ran longer than liveWithin otherwise is followed at once:
 //     its output must go live.
-//   - One that printed filesFrom or more in a short run takes the files
-//     path.
 //   - Otherwise the exec is synchronous when the daemon's exit tick costs
 //     less than a second round trip: the answer comes one round trip plus
 //     the run rounded up to the next tick, where an exec and a log read take
@@ -92,22 +106,20 @@ type plan struct {
 //     seen (or, not known, when its shell-clock run plus markMargin would
 //     have ended), not before the dispatch answered.
 func planFor(rtt time.Duration, last *lastRun) plan {
-	run := time.Duration(0)
+	run, look := time.Duration(0), markMargin
 	if last != nil {
-		run = last.run
+		run, look = last.run, last.run+markMargin
+		if last.seen > 0 {
+			look = last.seen
+		}
+		if last.printed >= filesFrom && 2*last.labelerTime() >= run {
+			return plan{files: true, firstLook: max(rtt, min(look, run+markMargin))}
+		}
 		if run > liveWithin {
 			return plan{follow: true}
 		}
 	}
-	look := run + markMargin
-	if last != nil && last.seen > 0 {
-		look = last.seen
-	}
 	p := plan{firstLook: max(rtt, look)}
-	if last != nil && last.printed >= filesFrom {
-		p.files = true
-		return p
-	}
 	if tick := ceilTick(run + markMargin); rtt > 0 && tick < max(rtt, run) {
 		p.sync = true
 	}
@@ -121,11 +133,12 @@ func ceilTick(d time.Duration) time.Duration {
 	return n * daemonExitTick
 }
 
-// nextLook is when the look after one made at `at` comes: when the time
-// since the dispatch has doubled (at least a millisecond later); ok is
-// false once that is past liveWithin.
+// nextLook is when the look after one made at `at` comes: a quarter
+// later (at least a millisecond), so a look that just missed the end is
+// followed by one that overshoots it by at most a quarter; ok is false
+// once that is past liveWithin.
 func nextLook(at time.Duration) (time.Duration, bool) {
-	next := max(2*at, at+time.Millisecond)
+	next := at + max(at/4, time.Millisecond)
 	return next, next <= liveWithin
 }
 
@@ -153,7 +166,7 @@ func (h *history) last(key uint64) *lastRun {
 }
 
 // note records a command line's run.
-func (h *history) note(key uint64, run, seen time.Duration, printed int64) {
+func (h *history) note(key uint64, run, seen time.Duration, printed, lines int64) {
 	if h.lines == nil {
 		h.lines = map[uint64]*lastRun{}
 	}
@@ -168,5 +181,5 @@ func (h *history) note(key uint64, run, seen time.Duration, printed int64) {
 		delete(h.lines, oldest)
 	}
 	h.uses++
-	h.lines[key] = &lastRun{run: run, seen: seen, printed: printed, used: h.uses}
+	h.lines[key] = &lastRun{run: run, seen: seen, printed: printed, lines: lines, used: h.uses}
 }

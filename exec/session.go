@@ -45,6 +45,8 @@ type run struct {
 	// seen is when, counted from sent, a look would have found the
 	// command's end (0: not known; plan.go).
 	seen time.Duration
+	// first: the look under way is the plan's first.
+	first bool
 }
 
 func (x *run) durationMs() int64 { return x.r.clock.Now().Sub(x.start).Milliseconds() }
