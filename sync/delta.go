@@ -97,7 +97,7 @@ func (t Target) planDelta(ctx context.Context, m Mapping, target string, o Optio
 	err := traced(ctx, "list", func() (err error) {
 		lctx, cancel := withTimeout(ctx, o.transferTimeout())
 		defer cancel()
-		l, err = t.list(lctx, target, m, o)
+		l, err = t.list(lctx, target, m, false, o)
 		return err
 	})
 	if err != nil {

@@ -68,7 +68,11 @@ var errListTooLarge = errors.New("listing too large")
 // AppleDouble files) and the mapping's excludes are pruned; a pattern
 // find matches more widely than the packer only leaves entries out of the
 // listing, which makes them count as new: never wrong, only more sent.
-func (t Target) listScript(target string, m Mapping, hash bool, maxBytes int64, o Options) string {
+//
+// For SyncOut (out) AppleDouble names are listed too: the export's tar
+// archives them, and an entry left out of the listing is downloaded, not
+// skipped.
+func (t Target) listScript(target string, m Mapping, hash, out bool, maxBytes int64, o Options) string {
 	b := t.script(o)
 	b.WriteString("exec 2>/dev/null\nt=" + shell.Quote(target) + "\n")
 	b.WriteString(`if [ ! -e "$t" ] && [ ! -L "$t" ]; then printf 'A\0'; exit 0; fi
@@ -82,7 +86,10 @@ h=0
 	if hash {
 		b.WriteString("if command -v xargs >/dev/null && [ \"$(printf '' | sha256sum -z | head -c 1)\" = e ]; then h=1; fi\n")
 	}
-	prune := []string{"-name " + shell.Quote(scratchPrefix+"*"), "-name " + shell.Quote("._*")}
+	prune := []string{"-name " + shell.Quote(scratchPrefix+"*")}
+	if !out {
+		prune = append(prune, "-name "+shell.Quote("._*"))
+	}
 	for _, e := range m.Exclude {
 		e = strings.TrimSuffix(strings.TrimPrefix(e, "./"), "/")
 		switch {
@@ -107,9 +114,9 @@ h=0
 
 // list runs the listing and parses it. A nil listing with a nil error
 // cannot happen; an error means "fall back", with the reason in it.
-func (t Target) list(ctx context.Context, target string, m Mapping, o Options) (*listing, error) {
+func (t Target) list(ctx context.Context, target string, m Mapping, out bool, o Options) (*listing, error) {
 	maxBytes, maxEntries := o.maxListBytes(), o.maxListEntries()
-	script := t.listScript(target, m, o.Delta != DeltaQuick, maxBytes, o)
+	script := t.listScript(target, m, o.Delta != DeltaQuick, out, maxBytes, o)
 	var buf bytes.Buffer
 	code, _, err := t.Client.Toolbox.ExecuteStream(ctx, t.Sandbox, &daytona.ExecuteRequest{
 		Command: "sh -c " + shell.Quote(script), Timeout: seconds(o.transferTimeout()),
