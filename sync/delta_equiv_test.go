@@ -266,7 +266,7 @@ type treeGen struct {
 // names holds hostile and ordinary names; "._ad" and the scratch-like name
 // are never packed, "node_modules" and "*.log" are sometimes excluded.
 var equivNames = []string{"a", "b", "c d", "new\nline", "ü", "日本語", "-dash", "$(x)", "'q'", ".hid",
-	"x.log", "node_modules", "sub", "tab\tname", "._ad", "back\\slash", "*star", scratchPrefix + "mine"}
+	"x.log", "node_modules", "sub", "tab\tname", "._ad", "back\\slash", "*star", "a ", scratchPrefix + "mine"}
 
 func pick[T any](g *treeGen, s []T) T { return s[g.r.IntN(len(s))] }
 

@@ -217,7 +217,7 @@ func compareOut(ctx context.Context, m Mapping, target string, l *listing, o Opt
 				continue
 			}
 		}
-		same := onHost && strings.IndexByte(name, '\n') < 0 && ownedAs(h.fi, uid, gid)
+		same := onHost && skippable(name) && ownedAs(h.fi, uid, gid)
 		if same && e.typ == 'l' {
 			link, err := os.Readlink(h.abs)
 			same = err == nil && h.fi.Mode()&fs.ModeSymlink != 0 && link == e.link
@@ -282,9 +282,23 @@ func ownedAs(fi fs.FileInfo, uid, gid uint32) bool {
 	return ok && st.Uid == uid && st.Gid == gid
 }
 
+// skippable reports whether name can be a line of tar's exclude file: tar
+// reads it line by line and drops a line's trailing white space, so a name
+// with a newline, or ending in white space, would exclude another name or
+// none. Such names are never skipped: they are downloaded again.
+func skippable(name string) bool {
+	if strings.IndexByte(name, '\n') >= 0 {
+		return false
+	}
+	switch name[len(name)-1] {
+	case ' ', '\t', '\v', '\f', '\r':
+		return false
+	}
+	return true
+}
+
 // skipList is the tar exclude file (-X, one literal name per line) of a
-// delta export. A name holding a newline cannot be written there; such
-// names are never skipped (compareOut).
+// delta export; its names are skippable.
 func skipList(skip []string) []byte {
 	var b strings.Builder
 	for _, n := range skip {
