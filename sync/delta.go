@@ -176,7 +176,7 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 	if err := p.dir(m.SourcePath, ""); err != nil {
 		return nil, 0, err
 	}
-	differ, err := hashAll(ctx, pending)
+	differ, err := hashAll(ctx, pending, o.settleTime())
 	if err != nil {
 		return nil, 0, err
 	}

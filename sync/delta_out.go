@@ -244,7 +244,7 @@ func compareOut(ctx context.Context, m Mapping, target string, l *listing, o Opt
 			bytesDiffer += e.size
 		}
 	}
-	differs, err := hashAll(ctx, pending)
+	differs, err := hashAll(ctx, pending, o.settleTime())
 	if err != nil {
 		return nil, err
 	}

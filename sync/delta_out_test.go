@@ -201,12 +201,12 @@ func TestDeltaSyncOutHostileListing(t *testing.T) {
 	t.Run("sizes", func(t *testing.T) {
 		t.Parallel()
 		// A find that reports every size as 100 bytes (the third field of
-		// each nine-field entry).
+		// each ten-field entry).
 		realFind, err := lookPath("find")
 		require.NoError(t, err)
 		fake := t.TempDir()
 		writeFile(t, filepath.Join(fake, "find"), "#!/bin/sh\ncase \" $* \" in *\" -printf \"*) ;; *) exec "+realFind+" \"$@\";; esac\n"+
-			realFind+" \"$@\" | sed -z '3~9s/.*/100/'\n", 0o755)
+			realFind+" \"$@\" | sed -z '3~10s/.*/100/'\n", 0o755)
 		e := newEnvWith(t, map[string]string{"PATH": fake + ":" + os.Getenv("PATH")})
 		src, sbSide := sandboxTree(t, e, "proj")
 		back := filepath.Join(t.TempDir(), "back")
