@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"fmt"
+	"io/fs"
 	"path"
 	"strings"
 
@@ -68,6 +69,19 @@ func (o Options) report(r DirReport) {
 	o.call.mu.Lock()
 	o.call.reports = append(o.call.reports, r)
 	o.call.mu.Unlock()
+}
+
+// amendReport changes the way and reason of the last report recorded: a
+// delta that had to move the whole tree after all.
+func (o Options) amendReport(way, reason string) {
+	if o.call == nil {
+		return
+	}
+	o.call.mu.Lock()
+	defer o.call.mu.Unlock()
+	if n := len(o.call.reports); n > 0 {
+		o.call.reports[n-1].Way, o.call.reports[n-1].Reason = way, reason
+	}
 }
 
 // takeReports returns and clears the reports recorded so far.
@@ -151,7 +165,7 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 	var members int64
 	var bytesAll, bytesSent int64
 	var pending []hashJob // unchanged by the cheap fields: the hashes decide
-	p.visit = func(h *tar.Header, abs string) error {
+	p.visit = func(h *tar.Header, abs string, fi fs.FileInfo) error {
 		name := strings.TrimSuffix(h.Name, "/")
 		members++
 		bytesAll += h.Size
@@ -166,7 +180,7 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 		switch sameEntry(h, e, l, o, readOnly) {
 		case verdictSame:
 		case verdictHash:
-			pending = append(pending, hashJob{name: name, abs: abs, size: h.Size, want: e.hash})
+			pending = append(pending, hashJob{name: name, abs: abs, size: h.Size, want: e.hash, fi: fi})
 		default:
 			keep[name] = true
 			bytesSent += h.Size

@@ -18,6 +18,7 @@ type hashJob struct {
 	name, abs string
 	size      int64
 	want      string
+	fi        os.FileInfo // from the walk that found the file (nil = stat it)
 }
 
 // hashAll hashes the jobs' host files, a few at a time, and returns those
@@ -32,7 +33,7 @@ func hashAll(ctx context.Context, jobs []hashJob, settle time.Duration) ([]hashJ
 	for range workers {
 		wg.Go(func() {
 			for j := range next {
-				sum, err := hostHash(j.abs, j.size, settle)
+				sum, err := hostHash(j.abs, j.size, j.fi, settle)
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
@@ -79,12 +80,18 @@ type hashKey struct {
 }
 
 // hostHash is the sha256 of the first size bytes of a host file (what pack
-// sends of it), from hostHashes when the file is unchanged since. A file
-// whose ctime lies within settle of now is not remembered.
-func hostHash(abs string, size int64, settle time.Duration) (string, error) {
-	// A stat first: a remembered file costs one system call, not an open.
-	if fi, err := os.Stat(abs); err == nil {
-		if sum, hit := remembered(abs, fi, size); hit {
+// sends of it), from hostHashes when the file is unchanged since (walked,
+// if set, is its information from the walk that found it). A file whose
+// ctime lies within settle of now is not remembered.
+func hostHash(abs string, size int64, walked os.FileInfo, settle time.Duration) (string, error) {
+	// The walk's information first (else a stat): a remembered file costs
+	// no open. A file changed since the walk has another key, so another
+	// entry or none.
+	if walked == nil {
+		walked, _ = os.Stat(abs)
+	}
+	if walked != nil {
+		if sum, hit := remembered(abs, walked, size); hit {
 			return sum, nil
 		}
 	}

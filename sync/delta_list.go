@@ -20,7 +20,7 @@ import (
 //	N                       the target is not a directory
 //	T                       the image lacks GNU find (-printf)
 //	H uid gid umask now hash   then per entry:
-//	type mode size mtime uid gid nlink ./path linktarget key
+//	type mode size mtime uid gid nlink ./path linktarget dev:inode:ctime
 //	S                       then per regular file, when hash is 1:
 //	<64 hex>  ./path        (sha256sum -z), or
 //	<64 hex> key            (from the sandbox's record, delta_record.go)
@@ -106,7 +106,7 @@ now=$(date +%s)
 	walk := `LC_ALL=C find . -mindepth 1 \( ` + strings.Join(prune, " -o ") + ` \) -prune -o`
 	b.WriteString(recordDirScript)
 	fmt.Fprintf(b, "w=\nif [ -n \"$rd\" ]; then\n  %s\nfi\n", recordWorkScript(o.recordSettle()))
-	entry := `%y\0%m\0%s\0%T@\0%U\0%G\0%n\0%p\0%l\0` + recordKey + `\0`
+	entry := `%y\0%m\0%s\0%T@\0%U\0%G\0%n\0%p\0%l\0%D:%i:%C@\0`
 	fmt.Fprintf(b, `{ printf 'H\0%%s\0%%s\0%%s\0%%s\0%%s\0' "$(id -u)" "$(id -g)" "$(umask)" "$now" "$h"
   LC_ALL=C find . -maxdepth 0 -printf '%[1]s'
   if [ -n "$w" ]; then %[2]s -printf '%[1]s' %[4]s; else %[2]s -printf '%[1]s'; fi
@@ -201,7 +201,14 @@ func parseListing(out []byte, maxEntries int) (*listing, error) {
 		if e != nil {
 			return bad("mode")
 		}
-		en := &sbEntry{typ: f[0][0], mode: uint32(mode), size: num(f[2]), uid: num(f[4]), gid: num(f[5]), nlink: num(f[6]), link: string(f[8]), key: string(f[9])}
+		en := &sbEntry{typ: f[0][0], mode: uint32(mode), size: num(f[2]), uid: num(f[4]), gid: num(f[5]), nlink: num(f[6]), link: string(f[8])}
+		// The record key (recordKey) is dev:inode:size:mtime:ctime, as
+		// find printed them.
+		if dev, rest, ok := strings.Cut(string(f[9]), ":"); ok {
+			if ino, ct, ok := strings.Cut(rest, ":"); ok {
+				en.key = dev + ":" + ino + ":" + string(f[2]) + ":" + string(f[3]) + ":" + ct
+			}
+		}
 		sec, frac, _ := strings.Cut(string(f[3]), ".")
 		en.mtime, en.mtimeSub = num([]byte(sec)), strings.Trim(frac, "0") != ""
 		if err != nil {

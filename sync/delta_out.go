@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io/fs"
@@ -233,7 +234,7 @@ func compareOut(ctx context.Context, m Mapping, target string, l *listing, o Opt
 			case e.hash == "":
 				same = false // unreadable in the sandbox, say
 			default:
-				pending = append(pending, hashJob{name: name, abs: h.abs, size: e.size, want: e.hash})
+				pending = append(pending, hashJob{name: name, abs: h.abs, size: e.size, want: e.hash, fi: h.fi})
 				continue
 			}
 		}
@@ -309,11 +310,11 @@ func skipList(skip []string) []byte {
 
 // uploadSkipList puts the exclude file of a delta export at a reserved
 // scratch name in the sandbox.
-func (t Target) uploadSkipList(ctx context.Context, skip []string, o Options) (string, error) {
+func (t Target) uploadSkipList(ctx context.Context, list []byte, o Options) (string, error) {
 	name := scratchName(t.Root, "")
 	tctx, cancel := withTimeout(ctx, o.transferTimeout())
 	defer cancel()
-	res, _, err := t.Client.Files.Upload(tctx, t.Sandbox, []daytona.UploadFile{{Path: name, Content: strings.NewReader(string(skipList(skip)))}})
+	res, _, err := t.Client.Files.Upload(tctx, t.Sandbox, []daytona.UploadFile{{Path: name, Content: bytes.NewReader(list)}})
 	if err == nil && len(res.Errors) > 0 {
 		err = errors.New(clip(strings.Join(res.Errors, "; ")))
 	}

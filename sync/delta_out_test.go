@@ -33,11 +33,22 @@ func sandboxTree(t *testing.T, e *env, name string) (string, string) {
 // nothing but the listing.
 func TestDeltaSyncOutDownloadsOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
+	// The exclude file is written by the export script, or, when too
+	// large for it, uploaded first.
+	for name, inline := range map[string]int{"inline": 0, "uploaded": -1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			downloadsOnlyWhatChanged(t, inline)
+		})
+	}
+}
+
+func downloadsOnlyWhatChanged(t *testing.T, inline int) {
 	e := newEnv(t)
 	src, sbSide := sandboxTree(t, e, "proj")
 	back := filepath.Join(t.TempDir(), "back")
 	m := dirMapping(src, back)
-	res, err := e.syncOut(t, Options{}, m)
+	res, err := e.syncOut(t, Options{inlineSkip: inline}, m)
 	require.NoError(t, err)
 	assert.Equal(t, DirReport{TargetPath: back, Way: WayFull, Reason: "the host target does not exist yet"}, oneReport(t, res))
 	assert.EqualValues(t, 7, res[0].FilesTransferred)
@@ -54,7 +65,9 @@ func TestDeltaSyncOutDownloadsOnlyWhatChanged(t *testing.T) {
 	writeFile(t, filepath.Join(sbSide, "sub", "d.txt"), "changed", 0o644)
 	writeFile(t, filepath.Join(back, "only-on-the-host"), "mine", 0o600)
 	writeFile(t, filepath.Join(back, "c.txt"), "edited on the host", 0o644)
-	res, err = e.syncOut(t, Options{}, m)
+	ctx, rec := spantest.New(t.Context())
+	e.srv.ResetRequests()
+	res, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{m}}}, Options{inlineSkip: inline})
 	require.NoError(t, err)
 	assert.Equal(t, DirReport{TargetPath: back, Way: WayDelta, Listed: 10, Unchanged: 5}, oneReport(t, res))
 	assert.EqualValues(t, 2, res[0].FilesTransferred)
@@ -62,6 +75,14 @@ func TestDeltaSyncOutDownloadsOnlyWhatChanged(t *testing.T) {
 	assert.Equal(t, "changed", readFile(t, filepath.Join(back, "sub", "d.txt")))
 	assert.Equal(t, strings.Repeat("c", 100), readFile(t, filepath.Join(back, "c.txt")))
 	assert.Equal(t, "mine", readFile(t, filepath.Join(back, "only-on-the-host")))
+	// list, (upload,) export script, download, scratch removal.
+	assert.Equal(t, []string{"list", "compare", "transfer"}, rec.Names())
+	want, guards := 4, 2
+	if inline < 0 {
+		want, guards = 6, 3 // and the exclude file's upload and removal
+	}
+	assert.Equal(t, want, e.srv.CountRequests("", ""))
+	transferAttrs(t, rec, "outbound", guards)
 
 	// Same size, same mtime, other content.
 	p := filepath.Join(sbSide, "b.txt")
@@ -240,4 +261,30 @@ func TestDeltaSyncOutHostileListing(t *testing.T) {
 		assert.Equal(t, before, snapshotTree(t, back))
 		e.noScratchLeft(t, back)
 	})
+}
+
+// TestDeltaSyncOutDiskFullStreamsTheWholeTree: the disk-full fallback on
+// the delta path streams the whole tree through the terminal (a full disk
+// holds no exclude file), merged into the host target; the report says
+// the whole tree went, and why.
+func TestDeltaSyncOutDiskFullStreamsTheWholeTree(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src, sbSide := sandboxTree(t, e, "proj")
+	back := filepath.Join(t.TempDir(), "back")
+	m := dirMapping(src, back)
+	_, err := e.syncOut(t, Options{HostReserve: -1}, m)
+	require.NoError(t, err)
+	big := randomBytes(t, 300<<10)
+	require.NoError(t, os.WriteFile(filepath.Join(sbSide, "sub", "big.bin"), big, 0o640))
+	writeFile(t, filepath.Join(back, "only-on-the-host"), "mine", 0o600)
+	e.fillSandbox(t, 64<<10)
+	res, err := e.syncOut(t, Options{HostReserve: -1, deltaAnySize: true}, m)
+	require.NoError(t, err)
+	assert.Equal(t, DirReport{TargetPath: back, Way: WayFull, Reason: "the sandbox disk is full", Listed: 11, Unchanged: 7}, oneReport(t, res))
+	assert.EqualValues(t, 8, res[0].FilesTransferred, "the whole tree")
+	assert.Equal(t, big, []byte(readFile(t, filepath.Join(back, "sub", "big.bin"))))
+	assert.Equal(t, "mine", readFile(t, filepath.Join(back, "only-on-the-host")))
+	assert.Positive(t, e.srv.CountRequests("POST", "/process/pty"))
+	e.noScratchLeft(t, back)
 }

@@ -153,8 +153,8 @@ func TestDeltaSyncInTargetNotADirectory(t *testing.T) {
 // could not transport exactly is refused (the mapping then goes full).
 func TestParseListingRefusesWhatDoesNotParse(t *testing.T) {
 	head := "H\x000\x000\x000022\x001700000000\x001\x00"
-	dot := "d\x00755\x004096\x001700000000.0000000000\x000\x000\x002\x00.\x00\x002049:1:4096:1700000000.0000000000:1700000000.5\x00"
-	file := "f\x00644\x003\x001700000000.0000000000\x000\x000\x001\x00./a\nb\x00\x002049:7:3:1700000000.0000000000:1700000000.5\x00"
+	dot := "d\x00755\x004096\x001700000000.0000000000\x000\x000\x002\x00.\x00\x002049:1:1700000000.5\x00"
+	file := "f\x00644\x003\x001700000000.0000000000\x000\x000\x001\x00./a\nb\x00\x002049:7:1700000000.5\x00"
 	hash := strings.Repeat("e", 64) + "  ./a\nb\x00"
 	good := head + dot + file + "S\x00" + hash + "E\x00"
 	l, err := parseListing([]byte(good), 10)

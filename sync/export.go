@@ -66,8 +66,15 @@ func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, b
 			}
 			return 0, 0, omittedPaths(src, plan.unsafe), nil
 		}
-		if len(plan.skip) > 0 {
-			if x.skip, err = t.uploadSkipList(ctx, plan.skip, o); err != nil {
+		list := skipList(plan.skip)
+		switch {
+		case len(list) == 0:
+		case len(list)+omitBytes(x.omit) <= o.maxInlineSkip():
+			// Written by the export script itself (and removed by it): no
+			// round trip of its own.
+			x.skip, x.inline = scratchName(t.Root, ""), list
+		default:
+			if x.skip, err = t.uploadSkipList(ctx, list, o); err != nil {
 				return 0, 0, nil, err
 			}
 			x.guards++
@@ -112,6 +119,38 @@ func omittedPaths(src string, names []string) []string {
 	return out
 }
 
+// maxInlineSkip bounds a delta's exclude file written by the export
+// script itself: the script travels as one argv string, which Linux caps
+// at 128 KiB (MAX_ARG_STRLEN); a larger list is uploaded first.
+const maxInlineSkip = 96 << 10
+
+func (o Options) maxInlineSkip() int {
+	if o.inlineSkip != 0 {
+		return o.inlineSkip
+	}
+	return maxInlineSkip
+}
+
+// omitBytes is what omitted links add to an export script.
+func omitBytes(names []string) (n int) {
+	for _, name := range names {
+		n += len(excludeArg(name))
+	}
+	return n
+}
+
+// writeSkip is the script step that writes a delta's exclude file; a
+// failure (a full disk, say) ends the script as tar's would (exit 43 with
+// the error), so the disk-full fallback streams the whole tree.
+func writeSkip(name string, content []byte) string {
+	q := shell.Quote(name)
+	return "sk=$( (cat >" + q + " <<'" + skipEOF + "'\n" + string(content) + skipEOF + "\n) 2>&1 ) || { rm -f -- " + q + "; printf '%s\\n' \"$sk\"; exit 43; }\n"
+}
+
+// skipEOF ends the here-document of writeSkip: every line of an exclude
+// file starts with "./", so no line equals it.
+const skipEOF = "PAPERCLIP_SKIP_END"
+
 // exportRun is what one export attempt leaves out of the archive.
 type exportRun struct {
 	// first: unsafe links are reported as *unsafeLinks (the caller then
@@ -122,6 +161,9 @@ type exportRun struct {
 	// skip is the sandbox path of a delta export's exclude file: the
 	// entries the host already holds ("" = none).
 	skip string
+	// inline, when set, is the exclude file's content: the export script
+	// writes it to skip first and removes it after tar.
+	inline []byte
 	// guards are the round trips made before the export's own script
 	// (a delta's listing and exclude-file upload).
 	guards int
@@ -146,7 +188,13 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 	if m.FollowSymlinks {
 		b.WriteString(loopCheck(m, fmt.Sprintf(`{ printf '%%s\n' "$lp"; exit %d; }`, exitLoop)))
 	}
+	if x.inline != nil {
+		b.WriteString(writeSkip(x.skip, x.inline))
+	}
 	b.WriteString("out=$( (" + tarCreate(m, shell.Quote(scratch), x) + ") 2>&1 ); rc=$?\n")
+	if x.inline != nil {
+		b.WriteString("rm -f -- " + shell.Quote(x.skip) + "\n")
+	}
 	b.WriteString("if [ \"$rc\" -gt 1 ]; then rm -f -- " + shell.Quote(scratch) + "; printf '%s\\n' \"$out\"; exit 43; fi\n")
 	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
 	if err != nil {
@@ -220,6 +268,12 @@ func wrapDownload(m Mapping, err error) error {
 // published only after the end frame matched and tar succeeded. x is
 // exportDir's: the unsafe-link rule is the same on this path.
 func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options, xr exportRun) (files, bytes int64, err error) {
+	// A full sandbox disk holds no exclude file: the stream carries the
+	// whole tree (merged into the host target, it ends as a delta would).
+	if xr.skip != "" {
+		o.amendReport(WayFull, "the sandbox disk is full")
+	}
+	xr.skip, xr.inline = "", nil
 	limit := t.diskAllocation(ctx)
 	h, err := newHostDir(m.TargetPath, o)
 	if err != nil {

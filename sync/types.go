@@ -140,6 +140,9 @@ type Options struct {
 	// deltaAnySize lifts the "more than half changed" fallback, so the
 	// equivalence tests reach the delta path with small trees.
 	deltaAnySize bool
+	// inlineSkip overrides maxInlineSkip (export.go); negative: always
+	// upload a delta export's exclude file.
+	inlineSkip int
 	// settle overrides defaultRecordSettle (delta_record.go); a negative
 	// value lets tests record files they just wrote.
 	settle time.Duration
