@@ -11,7 +11,7 @@ import (
 	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
-// DeltaMode chooses how SyncIn moves a directory mapping
+// DeltaMode chooses how SyncIn and SyncOut move a directory mapping
 // (docs/sync.md#delta).
 type DeltaMode string
 
@@ -23,7 +23,7 @@ const (
 	DeltaHash DeltaMode = ""
 	// DeltaQuick trusts size and mtime for regular files (rsync's quick
 	// check; an operator's opt-in): a file changed with its size and
-	// mtime kept on purpose is not sent. No hashes are computed.
+	// mtime kept on purpose is not moved. No hashes are computed.
 	DeltaQuick DeltaMode = "quick"
 	// DeltaOff always transfers the whole tree.
 	DeltaOff DeltaMode = "off"
@@ -35,8 +35,9 @@ const (
 	WayFull  = "full"
 )
 
-// DirReport says how one inbound directory mapping was transferred: only
-// what differed (WayDelta), or the whole tree (WayFull) and why.
+// DirReport says how one directory mapping was transferred: only what
+// differed (WayDelta), or the whole tree (WayFull) and why. TargetPath is
+// the mapping's target (the sandbox's for SyncIn, the host's for SyncOut).
 type DirReport struct {
 	TargetPath string
 	Way        string
