@@ -81,19 +81,20 @@ func TestDeltaRecordHashesOnlyWhatChanged(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, recs, 1, "one record, outside the root")
 
-	// With the default settling time, files written a moment ago are
-	// read on every listing: a second write in the same clock tick would
-	// not move their ctime.
-	_, err = e.syncIn(t, Options{}, m)
+	// Files whose ctime is within the settling time (here an hour, so
+	// that the test does not depend on how fast the machine runs it) are
+	// read on every listing and never recorded: a second write in the
+	// same clock tick would not move their ctime.
+	recent := Options{settle: time.Hour}
+	_, err = e.syncIn(t, recent, m)
 	require.NoError(t, err)
 	assert.Len(t, hashed(), 6)
-	_, err = e.syncIn(t, Options{}, m)
+	_, err = e.syncIn(t, recent, m)
 	require.NoError(t, err)
 	assert.Len(t, hashed(), 6)
 	recs, err = filepath.Glob(filepath.Join(e.info.HostPath(sandboxHome(t, e)), ".cache", "paperclip-delta", "*"))
 	require.NoError(t, err)
 	assert.Empty(t, recs, "a record of nothing settled is removed")
-
 	assert.Empty(t, hostScratchLeft(t, e.hostRoot))
 	assert.NoFileExists(t, filepath.Join(e.hostRoot, "t", "paperclip-delta"))
 }
