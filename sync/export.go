@@ -41,7 +41,9 @@ func (e *unsafeLinks) Unwrap() error { return e.first }
 // ignored the excludes, or the tree changed), it is refused as before.
 // Nothing of the first archive is published. The omitted links are
 // returned as sandbox paths (the mapping's source joined with the member
-// name), for the operation's result.
+// name), for the operation's result. A delta export (docs/sync.md#delta)
+// omits the unsafe links its listing shows at once, and leaves out what
+// the host target already holds.
 func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, omitted []string, err error) {
 	src, _ := confine(t.Root, m.SourcePath)
 	// A delta export (delta_out.go) lists the source first and leaves out
