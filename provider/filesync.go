@@ -111,8 +111,9 @@ func (d *Driver) syncOp(ctx context.Context, p rpc.SyncParams, dir syncDirection
 				"count": r.OmittedUnsafeLinkCount, "paths": r.OmittedUnsafeLinks}}
 		}
 		if len(r.Directories) > 0 {
-			// Which way each inbound directory mapping went (only what
-			// differed, or the whole tree) and why (docs/sync.md#delta).
+			// Which way each directory mapping went, in either direction
+			// (only what differed, or the whole tree) and why
+			// (docs/sync.md#delta).
 			if res.Metadata == nil {
 				res.Metadata = map[string]any{}
 			}

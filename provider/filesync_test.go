@@ -61,11 +61,15 @@ func TestSyncOutVenvReportsOmittedLinks(t *testing.T) {
 	assert.ErrorIs(t, lerr, os.ErrNotExist)
 	assert.Contains(t, logs.String(), "Workspace export omitted unsafe links; retrying with confined entries.")
 
-	// A clean export carries no metadata at all.
+	// A clean export omits nothing; its metadata says only which way the
+	// directory went (docs/sync.md#delta): a new host target, the whole
+	// tree.
 	raw, err = e.call("environmentSyncOut", with(e.base(nil), "lease", l, "operations", []any{map[string]any{"operationId": "clean",
 		"files": []any{map[string]any{"sourcePath": remote + "/proj/src", "targetPath": filepath.Join(t.TempDir(), "src"), "kind": "directory"}}}}))
 	require.NoError(t, err)
-	assert.NotContains(t, string(raw), "metadata")
+	assert.NotContains(t, string(raw), "omittedUnsafeLinks")
+	assert.Contains(t, string(raw), `"directorySync":[{`)
+	assert.Contains(t, string(raw), `"reason":"the host target does not exist yet"`)
 }
 
 // TestSyncRejectsNULInPaths: every path-like sync field with a NUL byte is

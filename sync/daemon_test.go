@@ -25,7 +25,8 @@ var daemonURL = os.Getenv("DAYTONA_DAEMON_URL")
 // API only, so it runs against Daytona's daemon as well as the emulator: a
 // host tree synced in, changed and synced in again (the delta path), then
 // synced back out arrives unchanged (contents, modes, symlinks, unicode
-// names, an empty directory, a binary file).
+// names, an empty directory, a binary file), and synced out again after a
+// change (the delta path of the export).
 func TestRoundTripThroughTheToolbox(t *testing.T) {
 	opts := []daytonatest.Option{daytonatest.WithIsolation(daytonatest.IsolationOff)}
 	if daemonURL != "" {
@@ -81,4 +82,15 @@ func TestRoundTripThroughTheToolbox(t *testing.T) {
 		// The daemon's sandbox is this machine: the tree is really there.
 		assert.Equal(t, "alpha, changed\n", readFile(t, filepath.Join(root, "ws", "a.txt")))
 	}
+
+	// A second export, after a change, goes the delta way.
+	writeFile(t, filepath.Join(src, "bin", "run.sh"), "#!/bin/sh\necho changed\n", 0o755)
+	in()
+	res, err = SyncOut(ctx, tgt, []Operation{{ID: "out", Files: []Mapping{{SourcePath: root + "/ws", TargetPath: filepath.Join(back, "ws"), Kind: KindDirectory}}}}, Options{})
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.Len(t, res[0].Directories, 1)
+	assert.Equal(t, WayDelta, res[0].Directories[0].Way, res[0].Directories[0].Reason)
+	assert.EqualValues(t, 1, res[0].FilesTransferred)
+	assert.Equal(t, snapshotTree(t, src), snapshotTree(t, filepath.Join(back, "ws")))
 }

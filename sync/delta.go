@@ -4,13 +4,14 @@ import (
 	"archive/tar"
 	"context"
 	"fmt"
+	"io/fs"
 	"path"
 	"strings"
 
 	"github.com/daytonaworker/daytona-worker/internal/shell"
 )
 
-// DeltaMode chooses how SyncIn moves a directory mapping
+// DeltaMode chooses how SyncIn and SyncOut move a directory mapping
 // (docs/sync.md#delta).
 type DeltaMode string
 
@@ -22,7 +23,7 @@ const (
 	DeltaHash DeltaMode = ""
 	// DeltaQuick trusts size and mtime for regular files (rsync's quick
 	// check; an operator's opt-in): a file changed with its size and
-	// mtime kept on purpose is not sent. No hashes are computed.
+	// mtime kept on purpose is not moved. No hashes are computed.
 	DeltaQuick DeltaMode = "quick"
 	// DeltaOff always transfers the whole tree.
 	DeltaOff DeltaMode = "off"
@@ -34,8 +35,9 @@ const (
 	WayFull  = "full"
 )
 
-// DirReport says how one inbound directory mapping was transferred: only
-// what differed (WayDelta), or the whole tree (WayFull) and why.
+// DirReport says how one directory mapping was transferred: only what
+// differed (WayDelta), or the whole tree (WayFull) and why. TargetPath is
+// the mapping's target (the sandbox's for SyncIn, the host's for SyncOut).
 type DirReport struct {
 	TargetPath string
 	Way        string
@@ -70,6 +72,19 @@ func (o Options) report(r DirReport) {
 	o.call.mu.Unlock()
 }
 
+// amendReport changes the way and reason of the last report recorded: a
+// delta that had to move the whole tree after all.
+func (o Options) amendReport(way, reason string) {
+	if o.call == nil {
+		return
+	}
+	o.call.mu.Lock()
+	defer o.call.mu.Unlock()
+	if n := len(o.call.reports); n > 0 {
+		o.call.reports[n-1].Way, o.call.reports[n-1].Reason = way, reason
+	}
+}
+
 // takeReports returns and clears the reports recorded so far.
 func (o Options) takeReports() []DirReport {
 	if o.call == nil {
@@ -97,7 +112,7 @@ func (t Target) planDelta(ctx context.Context, m Mapping, target string, o Optio
 	err := traced(ctx, "list", func() (err error) {
 		lctx, cancel := withTimeout(ctx, o.transferTimeout())
 		defer cancel()
-		l, err = t.list(lctx, target, m, o)
+		l, err = t.list(lctx, target, m, false, o)
 		return err
 	})
 	if err != nil {
@@ -151,7 +166,7 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 	var members int64
 	var bytesAll, bytesSent int64
 	var pending []hashJob // unchanged by the cheap fields: the hashes decide
-	p.visit = func(h *tar.Header, abs string) error {
+	p.visit = func(h *tar.Header, abs string, fi fs.FileInfo) error {
 		name := strings.TrimSuffix(h.Name, "/")
 		members++
 		bytesAll += h.Size
@@ -166,7 +181,7 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 		switch sameEntry(h, e, l, o, readOnly) {
 		case verdictSame:
 		case verdictHash:
-			pending = append(pending, hashJob{name: name, abs: abs, size: h.Size, want: e.hash})
+			pending = append(pending, hashJob{name: name, abs: abs, size: h.Size, want: e.hash, fi: fi})
 		default:
 			keep[name] = true
 			bytesSent += h.Size
@@ -176,7 +191,7 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 	if err := p.dir(m.SourcePath, ""); err != nil {
 		return nil, 0, err
 	}
-	differ, err := hashAll(ctx, pending)
+	differ, err := hashAll(ctx, pending, o.settleTime())
 	if err != nil {
 		return nil, 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	stdsync "sync"
 	"syscall"
+	"time"
 )
 
 // hashJob is a host file whose sandbox copy agrees in every cheap field:
@@ -17,11 +18,12 @@ type hashJob struct {
 	name, abs string
 	size      int64
 	want      string
+	fi        os.FileInfo // from the walk that found the file (nil = stat it)
 }
 
 // hashAll hashes the jobs' host files, a few at a time, and returns those
 // whose content differs from the sandbox's.
-func hashAll(ctx context.Context, jobs []hashJob) ([]hashJob, error) {
+func hashAll(ctx context.Context, jobs []hashJob, settle time.Duration) ([]hashJob, error) {
 	workers := min(runtime.GOMAXPROCS(0), 4, len(jobs))
 	next := make(chan hashJob)
 	var mu stdsync.Mutex
@@ -31,7 +33,7 @@ func hashAll(ctx context.Context, jobs []hashJob) ([]hashJob, error) {
 	for range workers {
 		wg.Go(func() {
 			for j := range next {
-				sum, err := hostHash(j.abs, j.size)
+				sum, err := hostHash(j.abs, j.size, j.fi, settle)
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
@@ -61,7 +63,8 @@ func hashAll(ctx context.Context, jobs []hashJob) ([]hashJob, error) {
 // path, device, inode, size, mtime and ctime. Any write to a file moves
 // its ctime, and no call can set a ctime back, so a file whose key is
 // unchanged still has the remembered content; the next delta sync of the
-// same tree reads only the files that changed. Bounded: when full it is
+// same tree reads only the files that changed. Files whose ctime is too
+// recent are not remembered (see hostHash). Bounded: when full it is
 // emptied.
 var hostHashes = struct {
 	mu stdsync.Mutex
@@ -77,8 +80,21 @@ type hashKey struct {
 }
 
 // hostHash is the sha256 of the first size bytes of a host file (what pack
-// sends of it), from hostHashes when the file is unchanged since.
-func hostHash(abs string, size int64) (string, error) {
+// sends of it), from hostHashes when the file is unchanged since (walked,
+// if set, is its information from the walk that found it). A file whose
+// ctime lies within settle of now is not remembered.
+func hostHash(abs string, size int64, walked os.FileInfo, settle time.Duration) (string, error) {
+	// The walk's information first (else a stat): a remembered file costs
+	// no open. A file changed since the walk has another key, so another
+	// entry or none.
+	if walked == nil {
+		walked, _ = os.Stat(abs)
+	}
+	if walked != nil {
+		if sum, hit := remembered(abs, walked, size); hit {
+			return sum, nil
+		}
+	}
 	f, err := os.Open(abs)
 	if err != nil {
 		return "", err
@@ -88,16 +104,9 @@ func hostHash(abs string, size int64) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	var key hashKey
-	if ok && fi.Size() == size {
-		key = hashKey{abs, uint64(st.Dev), uint64(st.Ino), size, fi.ModTime().UnixNano(), ctime(st)}
-		hostHashes.mu.Lock()
-		sum, hit := hostHashes.m[key]
-		hostHashes.mu.Unlock()
-		if hit {
-			return sum, nil
-		}
+	key, ok := keyOf(abs, fi, size)
+	if sum, hit := remembered(abs, fi, size); hit {
+		return sum, nil
 	}
 	h := sha256.New()
 	n, err := io.Copy(h, io.LimitReader(f, size))
@@ -108,7 +117,10 @@ func hostHash(abs string, size int64) (string, error) {
 		return "", deltaRefused("a host file shrank while it was compared")
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
-	if key.path != "" {
+	// A file changed within the last moments is not remembered: a second
+	// write in the same clock tick would leave its ctime, so its key,
+	// unchanged (the sandbox's record follows the same rule).
+	if ok && time.Since(time.Unix(0, key.ctime)) > settle {
 		hostHashes.mu.Lock()
 		if len(hostHashes.m) >= maxHostHashes {
 			clear(hostHashes.m)
@@ -117,4 +129,25 @@ func hostHash(abs string, size int64) (string, error) {
 		hostHashes.mu.Unlock()
 	}
 	return sum, nil
+}
+
+// keyOf is the hostHashes key of a host file of the expected size.
+func keyOf(abs string, fi os.FileInfo, size int64) (hashKey, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || fi.Size() != size {
+		return hashKey{}, false
+	}
+	return hashKey{abs, uint64(st.Dev), uint64(st.Ino), size, fi.ModTime().UnixNano(), ctime(st)}, true
+}
+
+// remembered looks a host file up in hostHashes.
+func remembered(abs string, fi os.FileInfo, size int64) (string, bool) {
+	key, ok := keyOf(abs, fi, size)
+	if !ok {
+		return "", false
+	}
+	hostHashes.mu.Lock()
+	defer hostHashes.mu.Unlock()
+	sum, hit := hostHashes.m[key]
+	return sum, hit
 }

@@ -20,9 +20,10 @@ import (
 //	N                       the target is not a directory
 //	T                       the image lacks GNU find (-printf)
 //	H uid gid umask now hash   then per entry:
-//	type mode size mtime uid gid nlink ./path linktarget
+//	type mode size mtime uid gid nlink ./path linktarget dev:inode:ctime
 //	S                       then per regular file, when hash is 1:
-//	<64 hex>  ./path        (sha256sum -z)
+//	<64 hex>  ./path        (sha256sum -z), or
+//	<64 hex> key            (from the sandbox's record, delta_record.go)
 //	E                       the end: a listing without it was cut
 //
 // Every field comes from an untrusted sandbox: the listing only ever
@@ -47,6 +48,7 @@ type sbEntry struct {
 	uid, gid int64
 	nlink    int64
 	link     string
+	key      string // the record key (recordKey)
 	hash     string // hex sha256, "" when not hashed
 }
 
@@ -68,7 +70,11 @@ var errListTooLarge = errors.New("listing too large")
 // AppleDouble files) and the mapping's excludes are pruned; a pattern
 // find matches more widely than the packer only leaves entries out of the
 // listing, which makes them count as new: never wrong, only more sent.
-func (t Target) listScript(target string, m Mapping, hash bool, maxBytes int64, o Options) string {
+//
+// For SyncOut (out) AppleDouble names are listed too: the export's tar
+// archives them, and an entry left out of the listing is downloaded, not
+// skipped.
+func (t Target) listScript(target string, m Mapping, hash, out bool, maxBytes int64, o Options) string {
 	b := t.script(o)
 	b.WriteString("exec 2>/dev/null\nt=" + shell.Quote(target) + "\n")
 	b.WriteString(`if [ ! -e "$t" ] && [ ! -L "$t" ]; then printf 'A\0'; exit 0; fi
@@ -78,11 +84,15 @@ inroot "$ct" || exit 42
 cd -- "$ct" || exit 42
 [ "$(LC_ALL=C find . -maxdepth 0 -printf x)" = x ] || { printf 'T\0'; exit 0; }
 h=0
+now=$(date +%s)
 `)
 	if hash {
 		b.WriteString("if command -v xargs >/dev/null && [ \"$(printf '' | sha256sum -z | head -c 1)\" = e ]; then h=1; fi\n")
 	}
-	prune := []string{"-name " + shell.Quote(scratchPrefix+"*"), "-name " + shell.Quote("._*")}
+	prune := []string{"-name " + shell.Quote(scratchPrefix+"*")}
+	if !out {
+		prune = append(prune, "-name "+shell.Quote("._*"))
+	}
 	for _, e := range m.Exclude {
 		e = strings.TrimSuffix(strings.TrimPrefix(e, "./"), "/")
 		switch {
@@ -94,22 +104,31 @@ h=0
 		}
 	}
 	walk := `LC_ALL=C find . -mindepth 1 \( ` + strings.Join(prune, " -o ") + ` \) -prune -o`
-	fmt.Fprintf(b, `{ printf 'H\0%%s\0%%s\0%%s\0%%s\0%%s\0' "$(id -u)" "$(id -g)" "$(umask)" "$(date +%%s)" "$h"
+	b.WriteString(recordDirScript)
+	fmt.Fprintf(b, "w=\nif [ -n \"$rd\" ]; then\n  %s\nfi\n", recordWorkScript(o.recordSettle()))
+	entry := `%y\0%m\0%s\0%T@\0%U\0%G\0%n\0%p\0%l\0%D:%i:%C@\0`
+	fmt.Fprintf(b, `{ printf 'H\0%%s\0%%s\0%%s\0%%s\0%%s\0' "$(id -u)" "$(id -g)" "$(umask)" "$now" "$h"
   LC_ALL=C find . -maxdepth 0 -printf '%[1]s'
-  %[2]s -printf '%[1]s'
+  if [ -n "$w" ]; then %[2]s -printf '%[1]s' %[4]s; else %[2]s -printf '%[1]s'; fi
   printf 'S\0'
-  if [ "$h" = 1 ]; then %[2]s -type f -print0 | xargs -0 -r sha256sum -z --; fi
+  if [ "$h" = 1 ]; then
+    if [ -n "$w" ]; then
+%[5]s
+    else
+      %[6]s
+    fi
+  fi
   printf 'E\0'
 } | head -c %[3]d
-`, `%y\0%m\0%s\0%T@\0%U\0%G\0%n\0%p\0%l\0`, walk, maxBytes+1)
+`, entry, walk, maxBytes+1, recordWalk, recordHashScript(walk), hashEvery(walk))
 	return b.String()
 }
 
 // list runs the listing and parses it. A nil listing with a nil error
 // cannot happen; an error means "fall back", with the reason in it.
-func (t Target) list(ctx context.Context, target string, m Mapping, o Options) (*listing, error) {
+func (t Target) list(ctx context.Context, target string, m Mapping, out bool, o Options) (*listing, error) {
 	maxBytes, maxEntries := o.maxListBytes(), o.maxListEntries()
-	script := t.listScript(target, m, o.Delta != DeltaQuick, maxBytes, o)
+	script := t.listScript(target, m, o.Delta != DeltaQuick, out, maxBytes, o)
 	var buf bytes.Buffer
 	code, _, err := t.Client.Toolbox.ExecuteStream(ctx, t.Sandbox, &daytona.ExecuteRequest{
 		Command: "sh -c " + shell.Quote(script), Timeout: seconds(o.transferTimeout()),
@@ -166,14 +185,14 @@ func parseListing(out []byte, maxEntries int) (*listing, error) {
 	l.umask, l.hashed = uint32(um), string(fields[5]) == "1"
 	rest := fields[6 : len(fields)-1]
 	for len(rest) > 0 && string(rest[0]) != "S" {
-		if len(rest) < 9 {
+		if len(rest) < 10 {
 			return bad("entry")
 		}
 		if len(l.entries) >= maxEntries {
 			return nil, fmt.Errorf("the listing exceeds %d entries", maxEntries)
 		}
-		f := rest[:9]
-		rest = rest[9:]
+		f := rest[:10]
+		rest = rest[10:]
 		name, ok := listedName(f[7])
 		if !ok || len(f[0]) != 1 {
 			return bad("name")
@@ -183,6 +202,13 @@ func parseListing(out []byte, maxEntries int) (*listing, error) {
 			return bad("mode")
 		}
 		en := &sbEntry{typ: f[0][0], mode: uint32(mode), size: num(f[2]), uid: num(f[4]), gid: num(f[5]), nlink: num(f[6]), link: string(f[8])}
+		// The record key (recordKey) is dev:inode:size:mtime:ctime, as
+		// find printed them.
+		if dev, rest, ok := strings.Cut(string(f[9]), ":"); ok {
+			if ino, ct, ok := strings.Cut(rest, ":"); ok {
+				en.key = dev + ":" + ino + ":" + string(f[2]) + ":" + string(f[3]) + ":" + ct
+			}
+		}
 		sec, frac, _ := strings.Cut(string(f[3]), ".")
 		en.mtime, en.mtimeSub = num([]byte(sec)), strings.Trim(frac, "0") != ""
 		if err != nil {
@@ -196,10 +222,16 @@ func parseListing(out []byte, maxEntries int) (*listing, error) {
 	if len(rest) == 0 {
 		return bad("no hash section")
 	}
+	byKey := map[string]string{}
 	for _, h := range rest[1:] {
-		// "<64 hex>  ./name" (or " *./name" for a binary-mode line).
+		// "<64 hex>  ./name" (or " *./name" for a binary-mode line), or
+		// "<64 hex> key" from the record.
 		if len(h) < 67 || !isHex(h[:64]) || h[64] != ' ' {
 			return bad("hash")
+		}
+		if '0' <= h[65] && h[65] <= '9' {
+			byKey[string(h[65:])] = string(h[:64])
+			continue
 		}
 		name, ok := listedName(h[66:])
 		if !ok {
@@ -207,6 +239,11 @@ func parseListing(out []byte, maxEntries int) (*listing, error) {
 		}
 		if en := l.entries[name]; en != nil && en.typ == 'f' {
 			en.hash = string(h[:64])
+		}
+	}
+	for _, en := range l.entries {
+		if en.typ == 'f' && en.hash == "" {
+			en.hash = byKey[en.key]
 		}
 	}
 	return l, nil

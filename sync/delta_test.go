@@ -153,15 +153,20 @@ func TestDeltaSyncInTargetNotADirectory(t *testing.T) {
 // could not transport exactly is refused (the mapping then goes full).
 func TestParseListingRefusesWhatDoesNotParse(t *testing.T) {
 	head := "H\x000\x000\x000022\x001700000000\x001\x00"
-	dot := "d\x00755\x004096\x001700000000.0000000000\x000\x000\x002\x00.\x00\x00"
-	file := "f\x00644\x003\x001700000000.0000000000\x000\x000\x001\x00./a\nb\x00\x00"
+	dot := "d\x00755\x004096\x001700000000.0000000000\x000\x000\x002\x00.\x00\x002049:1:1700000000.5\x00"
+	file := "f\x00644\x003\x001700000000.0000000000\x000\x000\x001\x00./a\nb\x00\x002049:7:1700000000.5\x00"
 	hash := strings.Repeat("e", 64) + "  ./a\nb\x00"
 	good := head + dot + file + "S\x00" + hash + "E\x00"
 	l, err := parseListing([]byte(good), 10)
 	require.NoError(t, err)
 	require.Len(t, l.entries, 2)
-	assert.Equal(t, &sbEntry{typ: 'f', mode: 0o644, size: 3, mtime: 1700000000, nlink: 1, hash: strings.Repeat("e", 64)}, l.entries["a\nb"])
+	want := &sbEntry{typ: 'f', mode: 0o644, size: 3, mtime: 1700000000, nlink: 1, key: "2049:7:3:1700000000.0000000000:1700000000.5", hash: strings.Repeat("e", 64)}
+	assert.Equal(t, want, l.entries["a\nb"])
 	assert.EqualValues(t, 0o22, l.umask)
+	// A hash from the sandbox's record names the file by its key.
+	l, err = parseListing([]byte(head+dot+file+"S\x00"+strings.Repeat("e", 64)+" "+want.key+"\x00E\x00"), 10)
+	require.NoError(t, err)
+	assert.Equal(t, want, l.entries["a\nb"])
 
 	for name, bad := range map[string]string{
 		"cut":                  strings.TrimSuffix(good, "E\x00"),
@@ -169,6 +174,7 @@ func TestParseListingRefusesWhatDoesNotParse(t *testing.T) {
 		"too many entries":     head + dot + file + strings.Replace(file, "./a", "./c", 1) + "S\x00E\x00",
 		"not utf-8":            strings.Replace(good, "./a\nb", "./a\uFFFDb", 2),
 		"absolute name":        strings.Replace(good, "./a\nb\x00\x00", "/etc/passwd\x00\x00", 1),
+		"a record line cut":    head + dot + file + "S\x00" + strings.Repeat("e", 60) + " 2049:7\x00E\x00",
 		"short entry":          head + "f\x00644\x00S\x00E\x00",
 		"bad mode":             strings.Replace(good, "644", "9x9", 1),
 		"bad size":             strings.Replace(good, "\x003\x00", "\x00-x\x00", 1),

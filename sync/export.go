@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"path"
 	"strings"
 
@@ -39,42 +41,145 @@ func (e *unsafeLinks) Unwrap() error { return e.first }
 // ignored the excludes, or the tree changed), it is refused as before.
 // Nothing of the first archive is published. The omitted links are
 // returned as sandbox paths (the mapping's source joined with the member
-// name), for the operation's result.
+// name), for the operation's result. A delta export (docs/sync.md#delta)
+// omits the unsafe links its listing shows at once, and leaves out what
+// the host target already holds.
 func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, bytes int64, omitted []string, err error) {
 	src, _ := confine(t.Root, m.SourcePath)
-	files, bytes, err = t.exportDir(ctx, m, src, o, nil)
+	// A delta export (delta_out.go) lists the source first and leaves out
+	// what the host target already holds; a nil plan exports the whole
+	// tree.
+	x := exportRun{first: true}
+	plan, listed := t.planOut(ctx, m, src, o)
+	if listed {
+		x.guards++
+	}
+	if plan != nil {
+		x.omit = plan.unsafe
+		if len(plan.unsafe) > 0 {
+			o.logger().Warn(OmitNotice, "sourcePath", clip(src), "omittedUnsafeLinks", len(plan.unsafe))
+		}
+		if plan.empty {
+			if m.Mode != nil {
+				target, _ := hostTarget(m.TargetPath)
+				if err := os.Chmod(target, fs.FileMode(*m.Mode)&fs.ModePerm); err != nil {
+					return 0, 0, nil, err
+				}
+			}
+			return 0, 0, omittedPaths(src, plan.unsafe), nil
+		}
+		list := skipList(plan.skip)
+		switch {
+		case len(list) == 0:
+		case len(list)+omitBytes(x.omit) <= o.maxInlineSkip():
+			// Written by the export script itself (and removed by it): no
+			// round trip of its own.
+			x.skip, x.inline = scratchName(t.Root, ""), list
+		default:
+			if x.skip, err = t.uploadSkipList(ctx, list, o); err != nil {
+				return 0, 0, nil, err
+			}
+			x.guards++
+			defer func() { _ = t.removeScratch(ctx, x.skip) }()
+		}
+	}
+	files, bytes, err = t.exportDir(ctx, m, src, o, x)
 	var ul *unsafeLinks
 	if !errors.As(err, &ul) {
-		return files, bytes, nil, err
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		return files, bytes, omittedPaths(src, x.omit), nil
 	}
-	o.logger().Warn(OmitNotice, "sourcePath", clip(src), "omittedUnsafeLinks", len(ul.names))
+	if len(x.omit) == 0 {
+		o.logger().Warn(OmitNotice, "sourcePath", clip(src), "omittedUnsafeLinks", len(ul.names))
+	}
+	x.first, x.omit = false, append(x.omit, ul.names...)
 	if ul.streamed {
 		// The sandbox disk was full the first time: stream again at once.
 		tctx, cancel := withTimeout(ctx, o.transferTimeout())
 		defer cancel()
-		files, bytes, err = t.streamDir(tctx, m, src, o, ul.names)
+		files, bytes, err = t.streamDir(tctx, m, src, o, x)
 	} else {
-		files, bytes, err = t.exportDir(ctx, m, src, o, ul.names)
+		files, bytes, err = t.exportDir(ctx, m, src, o, x)
 	}
 	if err != nil {
 		return 0, 0, nil, err
 	}
-	omitted = make([]string, len(ul.names))
-	for i, n := range ul.names {
-		omitted[i] = path.Join(src, n)
+	return files, bytes, omittedPaths(src, x.omit), nil
+}
+
+// omittedPaths are the sandbox paths of omitted links (nil for none).
+func omittedPaths(src string, names []string) []string {
+	if len(names) == 0 {
+		return nil
 	}
-	return files, bytes, omitted, nil
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = path.Join(src, n)
+	}
+	return out
+}
+
+// maxInlineSkip bounds a delta's exclude file written by the export
+// script itself: the script travels as one argv string, which Linux caps
+// at 128 KiB (MAX_ARG_STRLEN); a larger list is uploaded first.
+const maxInlineSkip = 96 << 10
+
+func (o Options) maxInlineSkip() int {
+	if o.inlineSkip != 0 {
+		return o.inlineSkip
+	}
+	return maxInlineSkip
+}
+
+// omitBytes is what omitted links add to an export script.
+func omitBytes(names []string) (n int) {
+	for _, name := range names {
+		n += len(excludeArg(name))
+	}
+	return n
+}
+
+// writeSkip is the script step that writes a delta's exclude file; a
+// failure (a full disk, say) ends the script as tar's would (exit 43 with
+// the error), so the disk-full fallback streams the whole tree.
+func writeSkip(name string, content []byte) string {
+	q := shell.Quote(name)
+	return "sk=$( (cat >" + q + " <<'" + skipEOF + "'\n" + string(content) + skipEOF + "\n) 2>&1 ) || { rm -f -- " + q + "; printf '%s\\n' \"$sk\"; exit 43; }\n"
+}
+
+// skipEOF ends the here-document of writeSkip: every line of an exclude
+// file starts with "./", so no line equals it.
+const skipEOF = "PAPERCLIP_SKIP_END"
+
+// exportRun is what one export attempt leaves out of the archive.
+type exportRun struct {
+	// first: unsafe links are reported as *unsafeLinks (the caller then
+	// retries without them) instead of failing the export.
+	first bool
+	// omit are member names left out as unsafe links (literal excludes).
+	omit []string
+	// skip is the sandbox path of a delta export's exclude file: the
+	// entries the host already holds ("" = none).
+	skip string
+	// inline, when set, is the exclude file's content: the export script
+	// writes it to skip first and removes it after tar.
+	inline []byte
+	// guards are the round trips made before the export's own script
+	// (a delta's listing and exclude-file upload).
+	guards int
 }
 
 // exportDir is one export attempt (docs/behavior.md#sync-out-dirs): confinement check and archive
 // creation in one round trip, then the archive is verified entry by entry
 // while it downloads, extracted into a private host staging directory and
 // published only when the whole archive verified. An archive that runs out
-// of sandbox space switches to the terminal stream (docs/behavior.md#streaming-export). omit == nil is
+// of sandbox space switches to the terminal stream (docs/behavior.md#streaming-export). x.first is
 // the first pass, which reports unsafe links as *unsafeLinks (publishing
-// nothing) when they are the archive's only fault; otherwise omit lists
-// the members to leave out and every unsafe link is refused.
-func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options, omit []string) (files, bytes int64, err error) {
+// nothing) when they are the archive's only fault; otherwise every unsafe
+// link is refused. x.omit and x.skip are left out of the archive.
+func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options, x exportRun) (files, bytes int64, err error) {
 	scratch := scratchName(t.Root, ".tar")
 	defer func() { _ = t.removeScratch(ctx, scratch) }()
 	tctx, cancel := withTimeout(ctx, o.transferTimeout())
@@ -85,7 +190,13 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 	if m.FollowSymlinks {
 		b.WriteString(loopCheck(m, fmt.Sprintf(`{ printf '%%s\n' "$lp"; exit %d; }`, exitLoop)))
 	}
-	b.WriteString("out=$( (" + tarCreate(m, shell.Quote(scratch), omit) + ") 2>&1 ); rc=$?\n")
+	if x.inline != nil {
+		b.WriteString(writeSkip(x.skip, x.inline))
+	}
+	b.WriteString("out=$( (" + tarCreate(m, shell.Quote(scratch), x) + ") 2>&1 ); rc=$?\n")
+	if x.inline != nil {
+		b.WriteString("rm -f -- " + shell.Quote(x.skip) + "\n")
+	}
 	b.WriteString("if [ \"$rc\" -gt 1 ]; then rm -f -- " + shell.Quote(scratch) + "; printf '%s\\n' \"$out\"; exit 43; fi\n")
 	r, err := t.run(tctx, b.String(), seconds(o.transferTimeout()))
 	if err != nil {
@@ -95,7 +206,7 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 		if err := t.removeScratch(ctx, scratch); err != nil {
 			return 0, 0, fmt.Errorf("Daytona syncOut could not remove the partial archive: %w", err)
 		}
-		return t.streamDir(tctx, m, src, o, omit)
+		return t.streamDir(tctx, m, src, o, x)
 	}
 	if r.exit == exitLoop && m.FollowSymlinks {
 		return 0, 0, loopError(src, r.out)
@@ -108,8 +219,11 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 	// came first.
 	var h *hostDir
 	cr := &countingReader{}
-	var x *extractor
-	err = transfer(tctx, span.Outbound, 1, func() error {
+	var ex *extractor
+	// The guard round trips: the confinement check and tar in one script,
+	// and before it a delta's listing and exclude-file upload.
+	guards := 1 + x.guards
+	err = transfer(tctx, span.Outbound, guards, func() error {
 		body, _, err := t.Client.Files.Download(tctx, t.Sandbox, scratch)
 		if err != nil {
 			return &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err}
@@ -119,12 +233,12 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 			return err
 		}
 		cr.r = body
-		x = newExtractor(h.stage, o.Limits)
-		x.omitLinks = omit == nil
+		ex = newExtractor(h.stage, o.Limits)
+		ex.omitLinks = x.first
 		// The reserve (docs/behavior.md#streaming-export) guards every outbound host write, not only the
 		// fallback's: a hostile sandbox must not be able to fill the host disk.
-		x.beforeWrite = o.reserveCheck(h.dir)
-		if err := x.extract(tctx, cr); err != nil {
+		ex.beforeWrite = o.reserveCheck(h.dir)
+		if err := ex.extract(tctx, cr); err != nil {
 			h.discard()
 			return wrapDownload(m, err)
 		}
@@ -133,14 +247,14 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 	if err != nil {
 		return 0, 0, err
 	}
-	if len(x.omitNames) > 0 {
+	if len(ex.omitNames) > 0 {
 		h.discard()
-		return 0, 0, &unsafeLinks{first: x.omitFirst, names: x.omitNames}
+		return 0, 0, &unsafeLinks{first: ex.omitFirst, names: ex.omitNames}
 	}
-	if err := h.publish(x.dirModes, m.Mode); err != nil {
+	if err := h.publish(ex.dirModes, m.Mode); err != nil {
 		return 0, 0, err
 	}
-	return x.stats.Files, cr.n, nil
+	return ex.stats.Files, cr.n, nil
 }
 
 func wrapDownload(m Mapping, err error) error {
@@ -153,9 +267,15 @@ func wrapDownload(m Mapping, err error) error {
 
 // streamDir is the docs/behavior.md#streaming-export fallback: the same archive, produced into the
 // terminal instead of a sandbox file, verified and extracted as it arrives,
-// published only after the end frame matched and tar succeeded. omit is
+// published only after the end frame matched and tar succeeded. x is
 // exportDir's: the unsafe-link rule is the same on this path.
-func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options, omit []string) (files, bytes int64, err error) {
+func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options, xr exportRun) (files, bytes int64, err error) {
+	// A full sandbox disk holds no exclude file: the stream carries the
+	// whole tree (merged into the host target, it ends as a delta would).
+	if xr.skip != "" {
+		o.amendReport(WayFull, "the sandbox disk is full")
+	}
+	xr.skip, xr.inline = "", nil
 	limit := t.diskAllocation(ctx)
 	h, err := newHostDir(m.TargetPath, o)
 	if err != nil {
@@ -172,7 +292,7 @@ func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options,
 		lim.MaxTotal = limit
 	}
 	x := newExtractor(h.stage, lim)
-	x.omitLinks = omit == nil
+	x.omitLinks = xr.first
 	x.beforeWrite = o.reserveCheck(h.dir)
 	pr, pw := io.Pipe()
 	xerr := make(chan error, 1)
@@ -210,7 +330,7 @@ func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options,
 				pw.CloseWithError(&StreamError{Msg: "stream ended early"})
 			}
 		},
-		script: termSender(pre, tarCreate(m, "-", omit), ""),
+		script: termSender(pre, tarCreate(m, "-", xr), ""),
 	}
 	n, rc, serr := ts.run(ctx)
 	pw.CloseWithError(&StreamError{Msg: "stream ended early"}) // no-op after a clean close
@@ -244,10 +364,13 @@ func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options,
 // follow --anchored --no-wildcards, so each matches exactly the member
 // "./<name>" (tar's own spelling of the names find lists), whatever
 // characters it holds, and the mapping's own glob excludes before them
-// keep their meaning (the two options apply to later excludes only).
-func tarCreate(m Mapping, out string, omit []string) string {
+// keep their meaning (the two options apply to later excludes only). A
+// delta's exclude file (x.skip) is read the same way, one name a line.
+// The GNU format (tar's own default) stores whole-second mtimes, which the
+// delta's comparison relies on.
+func tarCreate(m Mapping, out string, x exportRun) string {
 	var b strings.Builder
-	b.WriteString(`cd -- "$s" && find . -mindepth 1 -maxdepth 1 -print0 | tar -c --no-xattrs --hard-dereference`)
+	b.WriteString(`cd -- "$s" && find . -mindepth 1 -maxdepth 1 -print0 | tar -c --format=gnu --no-xattrs --hard-dereference`)
 	if m.FollowSymlinks {
 		b.WriteString(" -h")
 	}
@@ -255,10 +378,13 @@ func tarCreate(m Mapping, out string, omit []string) string {
 	for _, e := range m.Exclude {
 		b.WriteString(" --exclude=" + shell.Quote(e))
 	}
-	if len(omit) > 0 {
+	if len(x.omit) > 0 || x.skip != "" {
 		b.WriteString(" --anchored --no-wildcards")
-		for _, n := range omit {
+		for _, n := range x.omit {
 			b.WriteString(excludeArg(n))
+		}
+		if x.skip != "" {
+			b.WriteString(" -X " + shell.Quote(x.skip))
 		}
 	}
 	b.WriteString(" -f " + out + " --null -T -")

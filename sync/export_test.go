@@ -327,7 +327,7 @@ func TestStreamedExportRefusesFollowedSymlinkLoop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	m := Mapping{SourcePath: e.root + "/proj", TargetPath: back, Kind: KindDirectory, FollowSymlinks: true}
-	_, _, err := e.t.streamDir(ctx, m, m.SourcePath, Options{HostReserve: -1}, nil)
+	_, _, err := e.t.streamDir(ctx, m, m.SourcePath, Options{HostReserve: -1}, exportRun{first: true})
 	var ae *ArchiveError
 	require.True(t, errors.As(err, &ae), "want *ArchiveError, got %T: %v", err, err)
 	assert.EqualError(t, err, `Daytona syncOut refusing to follow a symlink loop under `+e.root+`/proj: "`+e.root+`/proj"`)

@@ -36,9 +36,10 @@ type packer struct {
 	// accepts; directories it refuses are still walked. A delta sync sets
 	// it to the members that differ in the sandbox (delta.go).
 	keep func(name string) bool
-	// visit, when set on a walk-only packer, sees every member's header
-	// and host path (the delta's comparison).
-	visit func(h *tar.Header, abs string) error
+	// visit, when set on a walk-only packer, sees every member's header,
+	// host path and the file information it was made from (the delta's
+	// comparison).
+	visit func(h *tar.Header, abs string, fi fs.FileInfo) error
 }
 
 // directFile is a large regular file uploaded straight to a scratch name
@@ -183,7 +184,7 @@ func (p *packer) entry(abs, name string) error {
 			}
 			h := p.header(fi, name)
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, target, 0o777
-			if skip, err := p.skip(h, abs); skip || err != nil {
+			if skip, err := p.skip(h, abs, fi); skip || err != nil {
 				return err
 			}
 			p.files++
@@ -203,7 +204,7 @@ func (p *packer) entry(abs, name string) error {
 		}
 		h := p.header(fi, name+"/")
 		h.Typeflag = tar.TypeDir
-		skip, err := p.skip(h, abs)
+		skip, err := p.skip(h, abs, fi)
 		if err != nil {
 			return err
 		}
@@ -219,7 +220,7 @@ func (p *packer) entry(abs, name string) error {
 	case fi.Mode().IsRegular():
 		h := p.header(fi, name)
 		h.Typeflag, h.Size = tar.TypeReg, fi.Size()
-		if skip, err := p.skip(h, abs); skip || err != nil {
+		if skip, err := p.skip(h, abs, fi); skip || err != nil {
 			return err
 		}
 		if p.tw == nil { // planning
@@ -257,9 +258,9 @@ func (p *packer) entry(abs, name string) error {
 // skip reports whether the member h (host path abs) is left out: a
 // visiting walk sees every member and writes none; otherwise keep decides.
 // Names are the tar names without a directory's trailing slash.
-func (p *packer) skip(h *tar.Header, abs string) (bool, error) {
+func (p *packer) skip(h *tar.Header, abs string, fi fs.FileInfo) (bool, error) {
 	if p.visit != nil {
-		return true, p.visit(h, abs)
+		return true, p.visit(h, abs, fi)
 	}
 	return p.keep != nil && !p.keep(strings.TrimSuffix(h.Name, "/")), nil
 }

@@ -59,9 +59,8 @@ type OperationResult struct {
 	// OmittedUnsafeLinks are the first MaxOmittedListed of them, as sandbox
 	// paths (the mapping's sourcePath joined with the member name).
 	OmittedUnsafeLinks []string
-	// Directories says, per inbound directory mapping in order, whether
-	// only what differed was sent or the whole tree, and why
-	// (docs/sync.md#delta). SyncOut leaves it empty.
+	// Directories says, per directory mapping in order, whether only what
+	// differed moved or the whole tree, and why (docs/sync.md#delta).
 	Directories []DirReport
 }
 
@@ -125,9 +124,9 @@ type Options struct {
 	// through find -mmin.)
 	Now func() time.Time
 
-	// Delta chooses how SyncIn moves directory mappings: only what differs
-	// (the default, DeltaHash), by the quick check (DeltaQuick), or always
-	// the whole tree (DeltaOff). docs/sync.md#delta.
+	// Delta chooses how directory mappings move, both ways: only what
+	// differs (the default, DeltaHash), by the quick check (DeltaQuick), or
+	// always the whole tree (DeltaOff). docs/sync.md#delta.
 	Delta DeltaMode
 	// MaxListEntries and MaxListBytes bound the sandbox listing of a delta
 	// sync; a larger listing falls back to the full transfer. 0 =
@@ -140,6 +139,12 @@ type Options struct {
 	// deltaAnySize lifts the "more than half changed" fallback, so the
 	// equivalence tests reach the delta path with small trees.
 	deltaAnySize bool
+	// inlineSkip overrides maxInlineSkip (export.go); negative: always
+	// upload a delta export's exclude file.
+	inlineSkip int
+	// settle overrides defaultRecordSettle (delta_record.go); a negative
+	// value lets tests record files they just wrote.
+	settle time.Duration
 }
 
 // callState is what one SyncIn/SyncOut call remembers across its steps:
@@ -148,7 +153,7 @@ type callState struct {
 	mu           stdsync.Mutex
 	sandboxSwept bool
 	hostSwept    map[string]bool
-	reports      []DirReport // inbound directory mappings, see Options.report
+	reports      []DirReport // directory mappings, see Options.report
 }
 
 // DefaultStaleAfter is 25 hours: the provider bounds a whole sync call by

@@ -1,0 +1,290 @@
+package sync
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/internal/span/spantest"
+)
+
+// sandboxTree writes deltaTree's files under the sandbox root and returns
+// the sandbox path of the tree and its path on the host.
+func sandboxTree(t *testing.T, e *env, name string) (string, string) {
+	t.Helper()
+	sb, hostSide := e.root+"/"+name, e.hostRoot+"/"+name
+	for i, n := range []string{"a.txt", "b.txt", "c.txt", "sub/d.txt", "sub/e.txt", "sub/deep/f.txt"} {
+		writeFile(t, filepath.Join(hostSide, n), strings.Repeat(string(rune('a'+i)), 100), 0o644)
+	}
+	require.NoError(t, os.Symlink("a.txt", filepath.Join(hostSide, "link")))
+	return sb, hostSide
+}
+
+// TestDeltaSyncOutDownloadsOnlyWhatChanged: a re-export downloads the
+// changed entries only and counts what moved; a sandbox edit that kept the
+// size and mtime is found by the hashes (not by the opt-in quick check); a
+// host file the export would overwrite is overwritten; a host file the
+// sandbox lacks stays, as with the full export; nothing changed means
+// nothing but the listing.
+func TestDeltaSyncOutDownloadsOnlyWhatChanged(t *testing.T) {
+	t.Parallel()
+	// The exclude file is written by the export script, or, when too
+	// large for it, uploaded first.
+	for name, inline := range map[string]int{"inline": 0, "uploaded": -1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			downloadsOnlyWhatChanged(t, inline)
+		})
+	}
+}
+
+func downloadsOnlyWhatChanged(t *testing.T, inline int) {
+	e := newEnv(t)
+	src, sbSide := sandboxTree(t, e, "proj")
+	back := filepath.Join(t.TempDir(), "back")
+	m := dirMapping(src, back)
+	res, err := e.syncOut(t, Options{inlineSkip: inline}, m)
+	require.NoError(t, err)
+	assert.Equal(t, DirReport{TargetPath: back, Way: WayFull, Reason: "the host target does not exist yet"}, oneReport(t, res))
+	assert.EqualValues(t, 7, res[0].FilesTransferred)
+
+	// Nothing changed: the listing is the only request.
+	e.srv.ResetRequests()
+	res, err = e.syncOut(t, Options{}, m)
+	require.NoError(t, err)
+	assert.Equal(t, DirReport{TargetPath: back, Way: WayDelta, Listed: 10, Unchanged: 7}, oneReport(t, res))
+	assert.EqualValues(t, 0, res[0].FilesTransferred)
+	assert.EqualValues(t, 0, res[0].BytesTransferred)
+	assert.Equal(t, 1, e.srv.CountRequests("", ""), "the listing only")
+
+	writeFile(t, filepath.Join(sbSide, "sub", "d.txt"), "changed", 0o644)
+	writeFile(t, filepath.Join(back, "only-on-the-host"), "mine", 0o600)
+	writeFile(t, filepath.Join(back, "c.txt"), "edited on the host", 0o644)
+	ctx, rec := spantest.New(t.Context())
+	e.srv.ResetRequests()
+	res, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{m}}}, Options{inlineSkip: inline})
+	require.NoError(t, err)
+	assert.Equal(t, DirReport{TargetPath: back, Way: WayDelta, Listed: 10, Unchanged: 5}, oneReport(t, res))
+	assert.EqualValues(t, 2, res[0].FilesTransferred)
+	assert.Less(t, res[0].BytesTransferred, int64(16<<10), "two files and the directory headers")
+	assert.Equal(t, "changed", readFile(t, filepath.Join(back, "sub", "d.txt")))
+	assert.Equal(t, strings.Repeat("c", 100), readFile(t, filepath.Join(back, "c.txt")))
+	assert.Equal(t, "mine", readFile(t, filepath.Join(back, "only-on-the-host")))
+	// list, (upload,) export script, download, scratch removal.
+	assert.Equal(t, []string{"list", "compare", "transfer"}, rec.Names())
+	want, guards := 4, 2
+	if inline < 0 {
+		want, guards = 6, 3 // and the exclude file's upload and removal
+	}
+	assert.Equal(t, want, e.srv.CountRequests("", ""))
+	transferAttrs(t, rec, "outbound", guards)
+
+	// Same size, same mtime, other content.
+	p := filepath.Join(sbSide, "b.txt")
+	fi, err := os.Stat(p)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("X", 100)), 0o644))
+	require.NoError(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+	res, err = e.syncOut(t, Options{Delta: DeltaQuick}, m)
+	require.NoError(t, err)
+	assert.EqualValues(t, 0, res[0].FilesTransferred, "the quick check trusts size and mtime")
+	assert.Equal(t, strings.Repeat("b", 100), readFile(t, filepath.Join(back, "b.txt")))
+	res, err = e.syncOut(t, Options{}, m)
+	require.NoError(t, err)
+	assert.EqualValues(t, 1, res[0].FilesTransferred, "the hashes tell the content changed")
+	assert.Equal(t, strings.Repeat("X", 100), readFile(t, filepath.Join(back, "b.txt")))
+	e.noScratchLeft(t, back)
+}
+
+// TestDeltaSyncOutFallsBackToFull: whenever the delta cannot be computed
+// safely, or would not pay, the whole tree is exported, and the report
+// says why.
+func TestDeltaSyncOutFallsBackToFull(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	fake := t.TempDir()
+	writeFile(t, filepath.Join(fake, "sha256sum"), "#!/bin/sh\nexit 1\n", 0o755)
+	noHash := newEnvWith(t, map[string]string{"PATH": fake + ":" + os.Getenv("PATH")})
+	for _, tc := range []struct {
+		name   string
+		env    *env
+		o      Options
+		follow bool
+		before func(t *testing.T, sbSide string)
+		reason string
+	}{
+		{name: "listing too many entries", o: Options{MaxListEntries: 3}, reason: "the listing exceeds 3 entries"},
+		{name: "listing too many bytes", o: Options{MaxListBytes: 200}, reason: "the listing exceeds 200 bytes"},
+		{name: "no hash tool", env: noHash, reason: "the sandbox has no sha256sum -z"},
+		{name: "delta off", o: Options{Delta: DeltaOff}, reason: "delta sync is off"},
+		{name: "links followed", follow: true, reason: "links are followed"},
+		{name: "more than half changed", before: func(t *testing.T, sbSide string) {
+			for _, n := range []string{"a.txt", "b.txt", "c.txt", "sub/d.txt", "sub/e.txt"} {
+				writeFile(t, filepath.Join(sbSide, n), "new", 0o644)
+			}
+		}, reason: "more than half of the tree changed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := e
+			if tc.env != nil {
+				env = tc.env
+			}
+			src, sbSide := sandboxTree(t, env, strings.ReplaceAll(tc.name, " ", "-"))
+			back := filepath.Join(t.TempDir(), "back")
+			m := dirMapping(src, back)
+			m.FollowSymlinks = tc.follow
+			_, err := env.syncOut(t, Options{Delta: DeltaOff}, m)
+			require.NoError(t, err)
+			writeFile(t, filepath.Join(sbSide, "c.txt"), "one change", 0o644)
+			if tc.before != nil {
+				tc.before(t, sbSide)
+			}
+			res, err := env.syncOut(t, tc.o, m)
+			require.NoError(t, err)
+			r := oneReport(t, res)
+			assert.Equal(t, WayFull, r.Way)
+			assert.Equal(t, tc.reason, r.Reason)
+			assert.EqualValues(t, 7, res[0].FilesTransferred)
+			if !tc.follow {
+				assert.Equal(t, snapshotTree(t, sbSide), snapshotTree(t, back))
+			}
+		})
+	}
+}
+
+// TestDeltaSyncOutSpecialFileFailsAsTheFullExport: a FIFO in the sandbox
+// tree makes the full export fail (the host refuses special members); the
+// delta falls back to it, so the failure is the same.
+func TestDeltaSyncOutSpecialFileFailsAsTheFullExport(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src, sbSide := sandboxTree(t, e, "proj")
+	back := filepath.Join(t.TempDir(), "back")
+	m := dirMapping(src, back)
+	_, err := e.syncOut(t, Options{}, m)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Mkfifo(filepath.Join(sbSide, "sub", "fifo"), 0o644))
+	_, errFull := e.syncOut(t, Options{Delta: DeltaOff}, m)
+	var ae *ArchiveError
+	require.ErrorAs(t, errFull, &ae)
+	ctx, rec := spantest.New(t.Context())
+	_, errDelta := SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{m}}}, Options{})
+	assert.Equal(t, errFull.Error(), errDelta.Error())
+	// The comparison found the FIFO and refused; the full export ran.
+	assert.Equal(t, []string{"list", "compare!", "transfer!"}, rec.Names())
+	e.noScratchLeft(t, back)
+}
+
+// TestDeltaSyncOutHostileListing: the listing comes from an untrusted
+// sandbox. Names with newlines (which an exclude file cannot hold) are
+// downloaded again rather than skipped; links that escape are omitted as
+// the full export omits them, and a host entry of that name is left
+// alone; a listing that lies about sizes cannot get a member past the
+// archive limits, and at worst withholds the sandbox's own change.
+func TestDeltaSyncOutHostileListing(t *testing.T) {
+	t.Parallel()
+	t.Run("names and links", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t)
+		src, sbSide := sandboxTree(t, e, "proj")
+		writeFile(t, filepath.Join(sbSide, "sub", "trailing"), "unchanged", 0o644)
+		for _, n := range []string{"new\nline", "trailing ", "back\\slash", "*star", "-dash", "$(x)", "tab\tname"} {
+			writeFile(t, filepath.Join(sbSide, "sub", n), "content of "+n, 0o644)
+		}
+		require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(sbSide, "abs")))
+		require.NoError(t, os.Symlink("../../outside", filepath.Join(sbSide, "sub", "up")))
+		back := filepath.Join(t.TempDir(), "back")
+		m := dirMapping(src, back)
+		full, err := e.syncOut(t, Options{Delta: DeltaOff}, m)
+		require.NoError(t, err)
+		writeFile(t, filepath.Join(back, "abs"), "the host's own", 0o600)
+		writeFile(t, filepath.Join(back, "sub", "trailing"), "edited on the host", 0o644)
+
+		res, err := e.syncOut(t, Options{}, m)
+		require.NoError(t, err)
+		assert.Equal(t, WayDelta, oneReport(t, res).Way)
+		// Names an exclude line cannot hold travel again: a newline, a
+		// trailing blank (which would exclude "trailing" instead).
+		assert.EqualValues(t, 3, res[0].FilesTransferred, "and the host's edit is overwritten")
+		assert.Equal(t, full[0].OmittedUnsafeLinkCount, res[0].OmittedUnsafeLinkCount)
+		assert.ElementsMatch(t, []string{src + "/abs", src + "/sub/up"}, res[0].OmittedUnsafeLinks)
+		assert.Equal(t, "the host's own", readFile(t, filepath.Join(back, "abs")))
+		assert.NoFileExists(t, filepath.Join(back, "sub", "up"))
+		assert.Equal(t, "content of new\nline", readFile(t, filepath.Join(back, "sub", "new\nline")))
+		assert.Equal(t, "unchanged", readFile(t, filepath.Join(back, "sub", "trailing")))
+		e.noScratchLeft(t, back)
+	})
+	t.Run("sizes", func(t *testing.T) {
+		t.Parallel()
+		// A find that reports every size as 100 bytes (the third field of
+		// each ten-field entry).
+		realFind, err := lookPath("find")
+		require.NoError(t, err)
+		fake := t.TempDir()
+		writeFile(t, filepath.Join(fake, "find"), "#!/bin/sh\ncase \" $* \" in *\" -printf \"*) ;; *) exec "+realFind+" \"$@\";; esac\n"+
+			realFind+" \"$@\" | sed -z '3~10s/.*/100/'\n", 0o755)
+		e := newEnvWith(t, map[string]string{"PATH": fake + ":" + os.Getenv("PATH")})
+		src, sbSide := sandboxTree(t, e, "proj")
+		back := filepath.Join(t.TempDir(), "back")
+		m := dirMapping(src, back)
+		_, err = e.syncOut(t, Options{}, m)
+		require.NoError(t, err)
+
+		// A 1,000-byte file listed as 100 bytes: the archive's real member
+		// still meets the limit, as in the full export.
+		writeFile(t, filepath.Join(sbSide, "b.txt"), strings.Repeat("B", 1000), 0o644)
+		lim := Options{Limits: Limits{MaxEntrySize: 500}, deltaAnySize: true}
+		res, err := e.syncOut(t, lim, m)
+		var ae *ArchiveError
+		require.ErrorAs(t, err, &ae, "%v", res)
+		assert.Contains(t, err.Error(), reasonOversized)
+		assert.Equal(t, strings.Repeat("b", 100), readFile(t, filepath.Join(back, "b.txt")))
+
+		// A change that kept the mtime, listed with the host's size: the
+		// quick check believes it, and the host keeps its own copy; nothing
+		// else is touched.
+		require.NoError(t, os.Remove(filepath.Join(sbSide, "b.txt")))
+		p := filepath.Join(sbSide, "c.txt")
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("C", 150)), 0o644))
+		require.NoError(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+		before := snapshotTree(t, back)
+		res, err = e.syncOut(t, Options{Delta: DeltaQuick}, m)
+		require.NoError(t, err)
+		assert.Equal(t, WayDelta, oneReport(t, res).Way)
+		assert.Equal(t, before, snapshotTree(t, back))
+		e.noScratchLeft(t, back)
+	})
+}
+
+// TestDeltaSyncOutDiskFullStreamsTheWholeTree: the disk-full fallback on
+// the delta path streams the whole tree through the terminal (a full disk
+// holds no exclude file), merged into the host target; the report says
+// the whole tree went, and why.
+func TestDeltaSyncOutDiskFullStreamsTheWholeTree(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src, sbSide := sandboxTree(t, e, "proj")
+	back := filepath.Join(t.TempDir(), "back")
+	m := dirMapping(src, back)
+	_, err := e.syncOut(t, Options{HostReserve: -1}, m)
+	require.NoError(t, err)
+	big := randomBytes(t, 300<<10)
+	require.NoError(t, os.WriteFile(filepath.Join(sbSide, "sub", "big.bin"), big, 0o640))
+	writeFile(t, filepath.Join(back, "only-on-the-host"), "mine", 0o600)
+	e.fillSandbox(t, 64<<10)
+	res, err := e.syncOut(t, Options{HostReserve: -1, deltaAnySize: true}, m)
+	require.NoError(t, err)
+	assert.Equal(t, DirReport{TargetPath: back, Way: WayFull, Reason: "the sandbox disk is full", Listed: 11, Unchanged: 7}, oneReport(t, res))
+	assert.EqualValues(t, 8, res[0].FilesTransferred, "the whole tree")
+	assert.Equal(t, big, []byte(readFile(t, filepath.Join(back, "sub", "big.bin"))))
+	assert.Equal(t, "mine", readFile(t, filepath.Join(back, "only-on-the-host")))
+	assert.Positive(t, e.srv.CountRequests("POST", "/process/pty"))
+	e.noScratchLeft(t, back)
+}

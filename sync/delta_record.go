@@ -1,0 +1,122 @@
+package sync
+
+import (
+	"fmt"
+	"time"
+)
+
+// The sandbox's hash record (docs/sync.md#delta): hashing every regular
+// file of a target on every listing reads the whole tree in the sandbox,
+// which is most of a delta's time. So the listing keeps, per target, a
+// record of the hashes it computed, keyed by what the kernel says about
+// each file: device, inode, size, mtime and ctime, all to the nanosecond
+// (recordKey). A write to a file moves its ctime to the kernel's clock and
+// no call sets a ctime back, so a file whose key is recorded still has the
+// recorded content, even if its size and mtime were kept on purpose; only
+// files whose key is not recorded are read. Two limits keep that promise:
+//
+//   - A file whose ctime is within recordSettle of the listing's start is
+//     hashed and not recorded: a second write within the same clock tick
+//     (the kernel's timestamps are that coarse) would leave its key
+//     unchanged.
+//   - The record is only read, never trusted beyond its own sandbox: it
+//     decides which hashes the sandbox reports for its own files, which a
+//     sandbox could misreport anyway. A line that does not parse is
+//     dropped; a record that cannot be written whole is removed.
+//
+// It lives outside the sync root (so outside every target): under
+// $XDG_CACHE_HOME (else ~/.cache)/paperclip-delta, else
+// $TMPDIR (else /tmp)/paperclip-delta-<uid>, whichever resolves outside
+// the root and is the sandbox user's; with neither, or without the tools
+// (GNU sort, join, cut, paste, grep -z, cksum, mktemp, touch -d), every
+// file is hashed as before.
+
+// recordKey is find's format of a regular file's record key.
+const recordKey = `%D:%i:%s:%T@:%C@`
+
+// recordDirScript picks the record directory into $rd ("" = none): the
+// first candidate that resolves outside the root and is the sandbox
+// user's, made (0700) if its nearest existing ancestor is outside the root.
+const recordDirScript = `rd=
+tryrd() {
+  case $1 in /*) ;; *) return 1;; esac
+  if [ ! -d "$1" ]; then
+    a=$1
+    while [ ! -e "$a" ] && [ ! -L "$a" ]; do a=$(dirname -- "$a"); done
+    ca=$(canon "$a") && ! inroot "$ca" && mkdir -p -m 700 -- "$1" || return 1
+  fi
+  c=$(canon "$1") && ! inroot "$c" && [ -d "$c" ] && [ -O "$c" ] && rd=$c
+}
+if [ "$h" = 1 ]; then
+  tryrd "${XDG_CACHE_HOME:-${HOME:-/nonexistent}/.cache}/paperclip-delta" || tryrd "${TMPDIR:-/tmp}/paperclip-delta-$(id -u)" || rd=
+fi
+`
+
+// recordWorkScript makes the listing's private work directory $w in the
+// record directory (emptied again at the end; one a killed listing left
+// behind is removed an hour later), with a stamp whose mtime is settle
+// seconds before the listing's start: a ctime newer than the stamp is too
+// recent to record.
+func recordWorkScript(settle int) string {
+	return fmt.Sprintf(`find "$rd" -maxdepth 1 -name 'w.*' -mmin +60 -exec rm -rf -- {} + 2>/dev/null
+  if w=$(mktemp -d "$rd/w.XXXXXX"); then touch -d "@$((now - %d))" "$w/stamp" || { rm -rf -- "$w"; w=; }; else w=; fi`, settle)
+}
+
+// recordWalk is added to the listing's walk: it writes every regular
+// file's "key ./path" to $w/raw as it lists, the key of a file too recent
+// to record prefixed with r (which no recorded key matches).
+const recordWalk = `\( -type f \( -cnewer "$w/stamp" -fprintf "$w/raw" 'r` + recordKey + ` %p\0' -o -fprintf "$w/raw" '` + recordKey + ` %p\0' \) \)`
+
+// recordHashScript prints the hash section of a listing: the record's
+// "<hash> <key>" line for a file whose key the record holds, sha256sum's
+// "<hash>  ./path" for every other file; then it writes the new record
+// (lines "<hash> <key>", sorted by key), unless nothing changed. The
+// fresh hashes are paired with their keys by position (xargs keeps the
+// order); the pairing is checked against the paths sha256sum printed, and
+// a record that fails the check is removed rather than written. A record
+// line that does not parse is dropped when the record is read. A tool
+// that fails (no -z, say) before anything was printed makes the section
+// hash every file, as without a record. walk is the listing's find.
+func recordHashScript(walk string) string {
+	return `      rec="$rd/$(printf '%s' "$ct" | sha256sum | cut -c 1-64)"
+      if LC_ALL=C sort -z -t ' ' -k 1,1 "$w/raw" >"$w/files" &&
+        { [ ! -f "$rec" ] || LC_ALL=C grep -z -E '^[0-9a-f]{64} [0-9]+:[0-9]+:[0-9]+:-?[0-9]+(\.[0-9]+)?:[0-9]+(\.[0-9]+)?$' "$rec"; [ $? -le 1 ]; } >"$w/rec" &&
+        LC_ALL=C join -z --nocheck-order -t ' ' -1 1 -2 2 -o 2.1,1.1 "$w/files" "$w/rec" >"$w/hit" &&
+        LC_ALL=C join -z --nocheck-order -t ' ' -1 1 -2 2 -v 1 "$w/files" "$w/rec" >"$w/miss" &&
+        cut -z -d ' ' -f 2- "$w/miss" >"$w/paths"; then
+        cat "$w/hit"
+        xargs -0 -r sha256sum -z -- <"$w/paths" >"$w/sum"
+        cat "$w/sum"
+        if [ -s "$w/miss" ] || ! cmp -s "$w/hit" "$w/rec"; then
+          if cut -z -d ' ' -f 1 "$w/miss" >"$w/mkeys" && [ "$(cut -z -c 67- "$w/sum" | cksum)" = "$(cksum <"$w/paths")" ] &&
+            { cat "$w/hit" && cut -z -c 1-64 "$w/sum" | paste -z -d ' ' - "$w/mkeys"; } |
+            LC_ALL=C grep -z -v '^[0-9a-f]* r' | LC_ALL=C sort -z -u -t ' ' -k 2,2 >"$w/new" && [ -s "$w/new" ] && mv -f -- "$w/new" "$rec"; then :; else rm -f -- "$rec"; fi
+        fi
+      else
+        rm -f -- "$rec"
+        ` + hashEvery(walk) + `
+      fi
+      rm -rf -- "$w"`
+}
+
+// hashEvery is the hash section without a record: every regular file the
+// listing's walk finds, hashed.
+func hashEvery(walk string) string {
+	return walk + ` -type f -print0 | xargs -0 -r sha256sum -z --`
+}
+
+// defaultRecordSettle is how recent a ctime may be and still be recorded:
+// well above the kernel's timestamp granularity (a clock tick).
+const defaultRecordSettle = 2 * time.Second
+
+// settleTime is how recent a ctime may be and still be recorded, in the
+// sandbox's record and the host's.
+func (o Options) settleTime() time.Duration {
+	if o.settle != 0 {
+		return o.settle
+	}
+	return defaultRecordSettle
+}
+
+// recordSettle is settleTime in the sandbox script's whole seconds.
+func (o Options) recordSettle() int { return int(o.settleTime() / time.Second) }
