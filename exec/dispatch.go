@@ -30,7 +30,7 @@ func (x *run) inSession() (Result, error) {
 	}()
 	res, err := x.observe()
 	if d, ok := x.out.runTime(); ok {
-		x.r.noteRun(x.lease, x.key, d, x.seen, x.out.received(), x.out.receivedLines())
+		x.r.noteRun(x.lease, x.key, d, x.seen, x.out.received(), x.out.receivedLines(), x.out.garbled())
 	}
 	return res, err
 }

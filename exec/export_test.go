@@ -12,7 +12,7 @@ func SetLastRun(r *Runner, leaseKey string, req Request, run time.Duration, prin
 	if l == nil {
 		l = r.newLeaseLocked(leaseKey)
 	}
-	l.hist.note(keyOf(r, req), run, 0, printed, printed/64)
+	l.hist.note(keyOf(r, req), run, 0, printed, printed/64, false)
 }
 
 // LastRun reports what the lease remembers of req's command line.

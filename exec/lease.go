@@ -347,10 +347,10 @@ func (r *Runner) planFor(l *lease, key uint64) plan {
 }
 
 // noteRun records a command line's run on the lease.
-func (r *Runner) noteRun(l *lease, key uint64, run, seen time.Duration, printed, lines int64) {
+func (r *Runner) noteRun(l *lease, key uint64, run, seen time.Duration, printed, lines int64, garbled bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	l.hist.note(key, run, seen, printed, lines)
+	l.hist.note(key, run, seen, printed, lines, garbled)
 }
 
 // noteRTT records the duration of a call that was a bare round trip.

@@ -125,13 +125,21 @@ const (
 // skip it.
 const zshClock = `[ -z "$ZSH_VERSION" ] || zmodload zsh/datetime 2>/dev/null; `
 
-// scanMarker takes the next accepted bytes of stream i (0 stdout, 1
-// stderr) and returns what of them is the command's output, now: the
-// bytes before the marker once it is seen, and otherwise all but a tail
-// that could be the start of the marker (b.held, kept until the next bytes
-// decide). After the marker nothing more is the command's (a background
-// process it left running may still write; that is not waited for).
-func scanMarker(b *streamBuf, tok []byte, stdout bool, data []byte) []byte {
+// scanMarker takes the next accepted bytes of stream b (stdout when
+// stdout; other is the other stream) and returns what of them is the
+// command's output, now: the bytes before the marker once it is seen, and
+// otherwise all but a tail that could be the start of the marker (b.held,
+// kept until the next bytes decide). After the marker nothing more is the
+// command's (a background process it left running may still write; that
+// is not waited for).
+//
+// A marker can arrive on the other stream's log: the daemon splits its log
+// at its label runs (\x01\x01\x01, \x02\x02\x02), so a command whose
+// unfinished last line holds one sends the rest of that line, our marker
+// with it, to the other stream. Such a marker still counts (so the command
+// ends at once) and is cut out; b.crossed records that the log garbled
+// this command's output (the plan sends the line down the files path).
+func scanMarker(b, other *streamBuf, tok []byte, stdout bool, data []byte) []byte {
 	if b.ended {
 		return nil
 	}
@@ -147,16 +155,36 @@ func scanMarker(b *streamBuf, tok []byte, stdout bool, data []byte) []byte {
 			break
 		}
 		i += from
-		if !stdout {
-			b.ended = true
+		rest := buf[i+len(tok):]
+		if len(rest) == 0 {
+			b.held = append([]byte(nil), buf[i:]...)
 			return buf[:i]
 		}
-		st, complete, valid := parseStatus(buf[i+len(tok):])
+		if rest[0] == '\n' { // the stderr marker
+			if !stdout {
+				b.ended = true
+				return buf[:i]
+			}
+			if !other.ended {
+				other.ended, b.crossed = true, true
+				buf = append(buf[:i:i], rest[1:]...)
+				from = i
+				continue
+			}
+		}
+		st, complete, valid := parseStatus(rest)
 		switch {
-		case valid && complete:
+		case valid && complete && stdout:
 			b.ended, b.code, b.run, b.timed = true, st.code, st.run, st.timed
 			return buf[:i]
-		case valid:
+		case valid && complete && !other.ended:
+			other.ended, other.code, other.run, other.timed = true, st.code, st.run, st.timed
+			b.crossed = true
+			end := len(tok) + bytes.IndexByte(rest, '\n') + 1
+			buf = append(buf[:i:i], buf[i+end:]...)
+			from = i
+			continue
+		case valid && !complete:
 			b.held = append([]byte(nil), buf[i:]...)
 			return buf[:i]
 		}

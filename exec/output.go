@@ -60,9 +60,12 @@ type streamBuf struct {
 	// seen, and the exit status and run time it carried (stdout).
 	held  []byte
 	ended bool
-	code  int
-	run   time.Duration
-	timed bool
+	// crossed: a marker of the other stream came on this one (the log
+	// split a line at a label run in the output).
+	crossed bool
+	code    int
+	run     time.Duration
+	timed   bool
 }
 
 // output demultiplexed per stream, deduplicated by byte offset and
@@ -182,7 +185,7 @@ func (o *output) feedLocked(stream int, off int64, data []byte) {
 	b.recv = end
 	b.lines += int64(bytes.Count(data, newline))
 	if o.marker != nil {
-		data = scanMarker(b, o.marker, stream == 0, data)
+		data = scanMarker(b, o.streams[1-stream], o.marker, stream == 0, data)
 		if b.ended {
 			o.quiet = true // the command has ended: no more live output
 		}
@@ -331,6 +334,14 @@ func (o *output) received() int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.streams[0].recv + o.streams[1].recv
+}
+
+// garbled reports whether the daemon's log split the output at a label
+// run: a marker came on the other stream.
+func (o *output) garbled() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.streams[0].crossed || o.streams[1].crossed
 }
 
 // receivedLines reports the newlines among the bytes received.

@@ -206,3 +206,22 @@ func TestStopDuringALookWait(t *testing.T) {
 	gate.open(t)
 	require.NoError(t, e.runner.CloseLease(ctxT(t), e.target.LeaseKey))
 }
+
+// TestLabelBytesTakeTheFilesPathNextTime: output whose unfinished last
+// line holds the daemon's label runs sends the end marker to the other
+// stream's log; the command still ends at its markers (no wait for the
+// follow's close), and the line's next run takes the files path, whose
+// bytes are exact.
+func TestLabelBytesTakeTheFilesPathNextTime(t *testing.T) {
+	e := newEnv(t)
+	req := bashReq(`printf 'x\0y\n\001\001\001out\n\002\002\002err\n\001\001\001\002\002\002'`)
+	res, err := e.runner.Execute(ctxT(t), e.target, req, nil)
+	require.NoError(t, err)
+	require.NotNil(t, res.ExitCode)
+	assert.Equal(t, 0, e.count("GET", rStatus), "ended by its markers, not by a status read")
+	res, err = e.runner.Execute(ctxT(t), e.target, req, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "files", res.Metadata["logStream"])
+	assert.Equal(t, "x\x00y\n\x01\x01\x01out\n\x02\x02\x02err\n\x01\x01\x01\x02\x02\x02", res.Stdout)
+	assert.Equal(t, "", res.Stderr)
+}

@@ -67,8 +67,10 @@ type lastRun struct {
 	// the run's end (0: not known): the run plus what it cost around it
 	// (the daemon's wrapper, the labeler, the network), as measured.
 	seen    time.Duration
-	printed int64  // bytes of output, both streams
-	lines   int64  // newlines among them
+	printed int64 // bytes of output, both streams
+	lines   int64 // newlines among them
+	// garbled: the daemon's log split the output at a label run.
+	garbled bool
 	used    uint64 // recency (history.uses when last noted)
 }
 
@@ -96,6 +98,8 @@ type plan struct {
 //   - A command line that printed filesFrom or more and whose run was
 //     mostly the daemon's labeler (its labeler time at least half the run)
 //     takes the files path: the labeler held it back, a file would not.
+//     So does one whose output the log garbled (a label run in it): only
+//     the files carry it exact.
 //   - One that ran longer than liveWithin otherwise is followed at once:
 //     its output must go live.
 //   - Otherwise the exec is synchronous when the daemon's exit tick costs
@@ -112,7 +116,7 @@ func planFor(rtt time.Duration, last *lastRun) plan {
 		if last.seen > 0 {
 			look = last.seen
 		}
-		if last.printed >= filesFrom && 2*last.labelerTime() >= run {
+		if last.garbled || last.printed >= filesFrom && 2*last.labelerTime() >= run {
 			return plan{files: true, firstLook: max(rtt, min(look, run+markMargin))}
 		}
 		if run > liveWithin {
@@ -166,7 +170,7 @@ func (h *history) last(key uint64) *lastRun {
 }
 
 // note records a command line's run.
-func (h *history) note(key uint64, run, seen time.Duration, printed, lines int64) {
+func (h *history) note(key uint64, run, seen time.Duration, printed, lines int64, garbled bool) {
 	if h.lines == nil {
 		h.lines = map[uint64]*lastRun{}
 	}
@@ -181,5 +185,5 @@ func (h *history) note(key uint64, run, seen time.Duration, printed, lines int64
 		delete(h.lines, oldest)
 	}
 	h.uses++
-	h.lines[key] = &lastRun{run: run, seen: seen, printed: printed, lines: lines, used: h.uses}
+	h.lines[key] = &lastRun{run: run, seen: seen, printed: printed, lines: lines, garbled: garbled, used: h.uses}
 }

@@ -35,6 +35,7 @@ func TestPlanFor(t *testing.T) {
 		{"the labeler not half the run: the log", 0, bulk(60*ms, filesFrom, 0), plan{firstLook: 60*ms + markMargin}},
 		{"even a long run, when the labeler was half of it", 0, bulk(2*time.Second, 8<<20, 0), plan{files: true, firstLook: 2*time.Second + markMargin}},
 		{"its lines count: 100,000 short lines", 0, bulk(700*ms, 700<<10, 100_000), plan{files: true, firstLook: 700*ms + markMargin}},
+		{"a line the log garbled takes the files path", 0, &lastRun{run: 10 * ms, printed: 26, garbled: true}, plan{files: true, firstLook: 10*ms + markMargin}},
 		{"a long line not held back by the labeler is followed (live)", 0, bulk(time.Minute, 50<<20, 500_000), plan{follow: true}},
 	} {
 		assert.Equal(t, c.want, planFor(c.rtt, c.last), c.name)
@@ -66,15 +67,15 @@ func TestLooksComeAQuarterLater(t *testing.T) {
 func TestHistoryForgetsTheLeastRecentlyUsedLine(t *testing.T) {
 	var h history
 	for k := uint64(0); k < commandHistories; k++ {
-		h.note(k, time.Duration(k), 0, int64(k), 0)
+		h.note(k, time.Duration(k), 0, int64(k), 0, false)
 	}
 	assert.NotNil(t, h.last(0), "line 0 used: now the most recent")
-	h.note(1000, time.Second, 0, 1, 0)
+	h.note(1000, time.Second, 0, 1, 0, false)
 	assert.Len(t, h.lines, commandHistories)
 	assert.NotNil(t, h.last(0))
 	assert.Nil(t, h.last(1), "line 1 was the least recently used")
 	assert.Equal(t, time.Second, h.last(1000).run)
-	h.note(5, 7, 9, 8, 2)
+	h.note(5, 7, 9, 8, 2, true)
 	got := *h.last(5)
-	assert.Equal(t, lastRun{run: 7, seen: 9, printed: 8, lines: 2, used: h.uses}, got, "a new run replaces the old")
+	assert.Equal(t, lastRun{run: 7, seen: 9, printed: 8, lines: 2, garbled: true, used: h.uses}, got, "a new run replaces the old")
 }
