@@ -293,9 +293,6 @@ const (
 	streamedFirst = "l1 é🙂\nl2 ok\n"
 )
 
-// emptyLog is a log snapshot answer with no output yet.
-const emptyLog = `{"output":"","stdout":"","stderr":""}`
-
 // dropFinalFrame makes the follow socket (the second log GET, after the
 // fast-path snapshot) close normally without its last frame, which holds
 // the end markers: the runner falls back to the status read.
@@ -426,23 +423,6 @@ func (e *env) drive(ch <-chan execOut, step time.Duration) (cmdexec.Result, erro
 	return o.res, o.err
 }
 
-// advanceUntil advances the clock by step whenever a step timer is armed,
-// until a timer of target is armed (e.g. re-armed silence timers until
-// the runner polls).
-func (e *env) advanceUntil(target, step time.Duration) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(e.t.Context(), 20*time.Second)
-	defer cancel()
-	for {
-		d, err := e.clock.AwaitAnyTimer(ctx, target, step)
-		require.NoError(e.t, err, "pending %v", e.clock.Pending())
-		if d == target {
-			return
-		}
-		e.clock.Advance(step)
-	}
-}
-
 // silenceUntilRequests advances the fake clock by the silent-socket limit
 // whenever the runner waits on it, until the server has seen n requests
 // of method and route (e.g. the poll's snapshot after a silent socket).
@@ -492,21 +472,6 @@ func (e *env) awaitExited() {
 	d := e.lastDispatch()
 	_, err := e.srv.AwaitCommand(ctxT(e.t), d.Sandbox, d.Session, d.CommandID)
 	require.NoError(e.t, err)
-}
-
-// awaitStdout waits until the session command tagged id has been
-// dispatched and its stdout in the emulator's log satisfies cond.
-func (e *env) awaitStdout(id string, cond func(stdout []byte) bool) {
-	e.t.Helper()
-	require.NoError(e.t, e.srv.Await(ctxT(e.t), func() bool {
-		for _, d := range e.srv.Dispatches() {
-			if d.CommandID != "" && strings.Contains(d.Command, id) {
-				r, ok := e.srv.Command(d.Sandbox, d.Session, d.CommandID)
-				return ok && cond(r.Stdout)
-			}
-		}
-		return false
-	}))
 }
 
 // startAgain waits until the stopped sandbox (its sessions died with it)
