@@ -25,7 +25,7 @@ import (
 // before the marker are exactly the command's. The two clock readings
 // (bash's $EPOCHREALTIME; empty in a shell without it) give the command's
 // run time, from which the runner learns when to make a later command's
-// first log read (docs/exec.md#timed-first-read).
+// first log read (docs/exec.md#the-plan).
 //
 // The token is 0x1F and 32 random hex digits (128 bits, new per command),
 // so the command cannot guess it and output that merely looks like a

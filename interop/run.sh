@@ -124,7 +124,7 @@ for which in ${INTEROP_NODES:-24 system}; do
 done
 # The same host steps behind a real network's round trip: the worker's
 # timed reads, later reads and follows then run on the schedule a far
-# Daytona gives them (docs/exec.md#session-path).
+# Daytona gives them (docs/exec.md#the-plan).
 latency=${INTEROP_LATENCY:-40ms}
 case "$latency" in
   0 | 0ms | 0s) ;;

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Live output batching (docs/exec.md#live-output-to-the-host). The first
+// Live output batching (docs/host.md#live-output-to-the-host). The first
 // bytes after a quiet spell go to the host at once (a prompt, a progress
 // line) when they are few (under burstMax). What follows, and bulk output
 // after a quiet spell, is gathered while a send is under way and for
