@@ -38,6 +38,9 @@ func TestPrepareIdleSleepFollowsTheWorkersEvidence(t *testing.T) {
 	require.Contains(t, string(init.Result), `"prepareIdleSleep"`)
 	require.Contains(t, string(init.Result), `"releaseIdleSleep"`)
 
+	// A request of the set-up may still be under way on a loaded
+	// machine: nothing is held once it has ended.
+	require.Eventually(t, func() bool { return e.d.idle.report().SleepAllowed }, time.Minute, time.Millisecond)
 	require.Equal(t, "none", h.prepareIdle("nothing-held"))
 
 	l := e.acquire(nil)
