@@ -140,9 +140,13 @@ const zshClock = `[ -z "$ZSH_VERSION" ] || zmodload zsh/datetime 2>/dev/null; `
 // ends at once) and is cut out; b.crossed records that the log garbled
 // this command's output (the plan sends the line down the files path).
 func scanMarker(b, other *streamBuf, tok []byte, stdout bool, data []byte) []byte {
-	if b.ended {
+	if b.ended && other.ended {
 		return nil
 	}
+	// After this stream's own marker nothing is output, but the other
+	// stream's marker may still come here (the log's order of the two
+	// streams is the labelers').
+	after := b.ended
 	buf := data
 	if len(b.held) > 0 {
 		buf = append(b.held, data...)
@@ -158,10 +162,10 @@ func scanMarker(b, other *streamBuf, tok []byte, stdout bool, data []byte) []byt
 		rest := buf[i+len(tok):]
 		if len(rest) == 0 {
 			b.held = append([]byte(nil), buf[i:]...)
-			return buf[:i]
+			return out(buf[:i], after)
 		}
 		if rest[0] == '\n' { // the stderr marker
-			if !stdout {
+			if !stdout && !after {
 				b.ended = true
 				return buf[:i]
 			}
@@ -174,7 +178,7 @@ func scanMarker(b, other *streamBuf, tok []byte, stdout bool, data []byte) []byt
 		}
 		st, complete, valid := parseStatus(rest)
 		switch {
-		case valid && complete && stdout:
+		case valid && complete && stdout && !after:
 			b.ended, b.code, b.run, b.timed = true, st.code, st.run, st.timed
 			return buf[:i]
 		case valid && complete && !other.ended:
@@ -186,15 +190,24 @@ func scanMarker(b, other *streamBuf, tok []byte, stdout bool, data []byte) []byt
 			continue
 		case valid && !complete:
 			b.held = append([]byte(nil), buf[i:]...)
-			return buf[:i]
+			return out(buf[:i], after)
 		}
 		from = i + 1 // the token without a status after it: output
 	}
 	if k := markerPrefixLen(buf[from:], tok); k > 0 {
 		b.held = append([]byte(nil), buf[len(buf)-k:]...)
-		return buf[:len(buf)-k]
+		return out(buf[:len(buf)-k], after)
 	}
-	return buf
+	return out(buf, after)
+}
+
+// out is what scanMarker returns as output: nothing after the stream's
+// own marker.
+func out(p []byte, after bool) []byte {
+	if after {
+		return nil
+	}
+	return p
 }
 
 // status is what the stdout marker carries: the exit status and, when

@@ -292,3 +292,28 @@ func TestWrapLeavesTheSessionShellAsItWas(t *testing.T) {
 		})
 	}
 }
+
+// TestCrossedMarkerAfterTheStreamsOwn: the status marker the log moved to
+// stderr may come after stderr's own marker (the two labelers write the
+// log in their own order): it still ends the command.
+func TestCrossedMarkerAfterTheStreamsOwn(t *testing.T) {
+	m := newEndMarker()
+	o := newOutput(nil, 0)
+	o.useMarker(m.tok)
+	g := o.nextGen()
+	bare := append(append([]byte{}, m.tok...), '\n')
+	status := append(append([]byte{}, m.tok...), "=7;1.0;1.5\n"...)
+	o.feed(g, 0, 0, []byte("a\x01\x01\x01"))
+	o.feed(g, 1, 0, append([]byte("e"), bare...))
+	_, ok := o.ended()
+	require.False(t, ok)
+	o.feed(g, 1, int64(1+len(bare)), status)
+	code, ok := o.ended()
+	require.True(t, ok, "both markers")
+	assert.Equal(t, 7, code)
+	assert.True(t, o.garbled())
+	o.finish()
+	stdout, stderr, _ := o.snapshot()
+	assert.Equal(t, "a\x01\x01\x01", stdout)
+	assert.Equal(t, "e", stderr, "nothing after stderr's own marker is output")
+}

@@ -118,6 +118,7 @@ func (x *run) download(parent context.Context, d time.Duration, boundCause error
 	defer cancel()
 	gen := x.out.nextGen()
 	defer x.out.nextGen()
+	x.out.fromFiles()
 	bd, _, err := x.t.Client.Files.DownloadFiles(rctx, x.t.Sandbox, x.files[:])
 	if err != nil {
 		return x.readFailure(parent, rctx, err, started)

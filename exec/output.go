@@ -85,6 +85,8 @@ type output struct {
 	// marker is the command's end-marker token (nil: no markers, e.g. the
 	// one-shot path).
 	marker []byte
+	// files: the bytes come from the files path's files, not the log.
+	files bool
 	// quiet: the command has ended (a marker was seen, or its exit was
 	// read), so nothing more goes to the sink; the result still gets all.
 	quiet bool
@@ -185,6 +187,9 @@ func (o *output) feedLocked(stream int, off int64, data []byte) {
 	b.recv = end
 	b.lines += int64(bytes.Count(data, newline))
 	if o.marker != nil {
+		if o.files && !b.crossed && unloggable(data) {
+			b.crossed = true // the log would garble this output
+		}
 		data = scanMarker(b, o.streams[1-stream], o.marker, stream == 0, data)
 		if b.ended {
 			o.quiet = true // the command has ended: no more live output
@@ -336,8 +341,24 @@ func (o *output) received() int64 {
 	return o.streams[0].recv + o.streams[1].recv
 }
 
+// fromFiles notes that the bytes come from the files path's files.
+func (o *output) fromFiles() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.files = true
+}
+
+// unloggable reports whether p holds bytes the daemon's log cannot carry:
+// NUL, or a label run. (A run split between two reads is not seen.)
+func unloggable(p []byte) bool {
+	return bytes.IndexByte(p, 0) >= 0 || bytes.Contains(p, labelOut) || bytes.Contains(p, labelErr)
+}
+
+var labelOut, labelErr = []byte{1, 1, 1}, []byte{2, 2, 2}
+
 // garbled reports whether the daemon's log split the output at a label
-// run: a marker came on the other stream.
+// run (a marker came on the other stream), or the files path's output
+// holds bytes the log would lose or split.
 func (o *output) garbled() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()

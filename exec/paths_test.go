@@ -224,4 +224,7 @@ func TestLabelBytesTakeTheFilesPathNextTime(t *testing.T) {
 	assert.Equal(t, "files", res.Metadata["logStream"])
 	assert.Equal(t, "x\x00y\n\x01\x01\x01out\n\x02\x02\x02err\n\x01\x01\x01\x02\x02\x02", res.Stdout)
 	assert.Equal(t, "", res.Stderr)
+	res, err = e.runner.Execute(ctxT(t), e.target, req, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "files", res.Metadata["logStream"], "the files showed what the log cannot carry: it stays")
 }
