@@ -260,7 +260,11 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 	}
 	// Every request but the idle methods and shutdown is work in flight
 	// for idle sleep, and is refused while a hold is granted.
-	finish := s.handlers.done
+	// endIdle ends the request's idle-sleep accounting before its answer
+	// goes out (once; finish calls it too): a host that sends
+	// prepareIdleSleep right after the answer must not find the answered
+	// request still counted as work.
+	endIdle := func() {}
 	if !idleExempt(req.Method) {
 		idleDone, err := s.idle.begin()
 		if err != nil {
@@ -270,8 +274,9 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 			}
 			return
 		}
-		finish = func() { idleDone(); s.handlers.done() }
+		endIdle = idleDone
 	}
+	finish := func() { endIdle(); s.handlers.done() }
 	if s.reg.inline[req.Method] {
 		ctx := s.requestContext(r, req)
 		result, err := s.call(ctx, h, req)
@@ -281,6 +286,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 			go func() {
 				defer finish()
 				result, err := s.call(ctx, func(ctx context.Context, _ json.RawMessage) (any, error) { return l(ctx) }, req)
+				endIdle()
 				if !req.Notif {
 					s.reply(req, r, result, err)
 				}
@@ -288,6 +294,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 			return
 		}
 		defer finish()
+		endIdle()
 		if !req.Notif {
 			s.reply(req, r, result, err)
 		}
@@ -296,6 +303,7 @@ func (d dispatcher) Handle(_ context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 	go func() {
 		defer finish()
 		result, err := s.call(s.requestContext(r, req), h, req)
+		endIdle()
 		if req.Notif {
 			return
 		}
