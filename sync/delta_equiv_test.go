@@ -34,7 +34,7 @@ import (
 // children and so always moves it). DELTA_EQUIV_CASES sets the number of
 // cases (200 by default, 40 with -short); DELTA_EQUIV_SEED replays a run.
 func TestDeltaSyncInEquivalence(t *testing.T) {
-	equivalence(t, equivCases(t))
+	equivalence(t, 1, equivCaseIn)
 }
 
 // TestDeltaSyncInEquivalenceNonRoot runs a quarter as many cases as a
@@ -44,7 +44,7 @@ func TestDeltaSyncInEquivalenceNonRoot(t *testing.T) {
 	if testenv.RunAsNonRoot(t) {
 		return
 	}
-	equivalence(t, max(equivCases(t)/4, 1))
+	equivalence(t, 4, equivCaseIn)
 }
 
 func equivCases(t *testing.T) int {
@@ -60,14 +60,18 @@ func equivCases(t *testing.T) int {
 	return cases
 }
 
-func equivalence(t *testing.T, cases int) {
+// equivalence runs DELTA_EQUIV_CASES/fraction cases of one, each with a
+// seed of its own, and checks that enough of them took the delta way.
+func equivalence(t *testing.T, fraction int, one func(t *testing.T, e *env, seed uint64, i int) string) {
+	asked := equivCases(t)
+	cases := max(asked/fraction, 1)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv("DELTA_EQUIV_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		require.NoError(t, err, "DELTA_EQUIV_SEED")
 		seed = n
 	}
-	t.Logf("DELTA_EQUIV_SEED=%d DELTA_EQUIV_CASES=%d", seed, cases)
+	t.Logf("DELTA_EQUIV_SEED=%d DELTA_EQUIV_CASES=%d replays this run (%d cases)", seed, asked, cases)
 	e := newEnv(t)
 	var mu stdsync.Mutex
 	ways := map[string]int{}
@@ -77,9 +81,9 @@ func equivalence(t *testing.T, cases int) {
 		for i := range cases {
 			t.Run(strconv.Itoa(i), func(t *testing.T) {
 				t.Parallel()
-				way := equivCase(t, e, seed+uint64(i), i)
+				way := one(t, e, seed+uint64(i), i)
 				if t.Failed() {
-					t.Errorf("replay with DELTA_EQUIV_SEED=%d DELTA_EQUIV_CASES=1", seed+uint64(i))
+					t.Errorf("replay with DELTA_EQUIV_SEED=%d DELTA_EQUIV_CASES=%d", seed+uint64(i), fraction)
 				}
 				mu.Lock()
 				ways[way]++
@@ -88,13 +92,30 @@ func equivalence(t *testing.T, cases int) {
 		}
 	})
 	t.Logf("ways: %v", ways)
-	// The test is only worth its time if most cases took the delta path.
-	require.Greater(t, ways[WayDelta]*2, cases, "cases that went the delta way: %v", ways)
+	requireDeltaShare(t, ways, cases)
 }
 
-// equivCase runs one case and returns the way the delta sync went
+// requireDeltaShare fails a run in which the delta way was too rare for
+// the run to have tested it. The generator sends about half of its cases
+// the delta way (46–72 % over the seeds measured: syncIn as nobody is the
+// lowest, syncOut the highest); the rest fall back on purpose (no target
+// yet, a foreign tree, most of the tree changed) or fail alike. A bound
+// of half, as this once was, failed one CI run in a few: 23 of 50 is an
+// ordinary draw. A tenth fails a healthy run with probability below 1e-6
+// at 40 cases or more (binomial, p = 0.46), and still fails a delta path
+// that stopped being taken. A run of under 40 cases (a replay, -short as
+// nobody) is too small to judge and asks nothing.
+func requireDeltaShare(t *testing.T, ways map[string]int, cases int) {
+	t.Helper()
+	if cases < 40 {
+		return
+	}
+	require.GreaterOrEqual(t, ways[WayDelta], cases/10, "cases that went the delta way: %v", ways)
+}
+
+// equivCaseIn runs one case and returns the way the delta sync went
 // ("error" when both syncs failed alike).
-func equivCase(t *testing.T, e *env, seed uint64, i int) string {
+func equivCaseIn(t *testing.T, e *env, seed uint64, i int) string {
 	g := &treeGen{r: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), base: time.Now().Add(-48 * time.Hour).Truncate(time.Second)}
 	host := filepath.Join(t.TempDir(), "host")
 	caseRoot := fmt.Sprintf("%s/eq%d", e.hostRoot, i)
