@@ -16,6 +16,9 @@ func (x *run) inSession() (Result, error) {
 	x.plan = x.r.planFor(x.lease, x.key)
 	x.mark = newEndMarker()
 	x.out.useMarker(x.mark.tok)
+	if x.plan.files {
+		x.files = x.mark.outputFiles()
+	}
 	if err := x.dispatch(); err != nil {
 		if x.cmdCtx.Err() != nil && x.cmdID == "" && !errors.Is(err, ErrDispatchUncertain) {
 			return x.stopped(context.Cause(x.cmdCtx))
@@ -96,15 +99,20 @@ func (x *run) dispatch() error {
 }
 
 // wrapped is the command as the session shell gets it: on the files path
-// its streams go to two files named after the session and the marker.
+// its streams go to x.files.
 func (x *run) wrapped() string {
 	noStdin := !x.script.hasStdin()
 	if !x.plan.files {
 		return x.mark.wrap(x.script.execLast(), noStdin)
 	}
-	base := path.Join(stdinDir, filesPrefix+x.mark.half1+x.mark.half2)
-	x.files = [2]string{base + ".out", base + ".err"}
 	return x.mark.wrapFiles(x.script.execLast(), noStdin, x.files[0], x.files[1])
+}
+
+// outputFiles names the files path's stdout and stderr files after the
+// marker, so no two commands share them.
+func (m endMarker) outputFiles() [2]string {
+	base := path.Join(stdinDir, filesPrefix+m.half1+m.half2)
+	return [2]string{base + ".out", base + ".err"}
 }
 
 // filesPrefix names the files path's output files in /tmp.
