@@ -65,10 +65,12 @@ func TestEachPathOfThePlan(t *testing.T) {
 			require.NoError(t, err)
 			require.NotNil(t, res.ExitCode)
 			assert.Equal(t, 3, *res.ExitCode)
-			assert.Equal(t, c.path, res.Metadata["logStream"])
-			if c.path == "read" && res.Metadata["logStream"] == "followed" {
+			if (c.path == "read" || c.path == "sync") && res.Metadata["logStream"] == "followed" {
+				// Still running liveWithin after its dispatch: a machine
+				// too loaded to show this path.
 				t.Skip("the command outran its plan on this machine: followed")
 			}
+			assert.Equal(t, c.path, res.Metadata["logStream"])
 			assert.Equal(t, c.stdout, res.Stdout)
 			assert.Equal(t, "err\n", res.Stderr)
 			calls := e.commandCalls() + e.count("POST", rBulkDownload)
