@@ -79,7 +79,7 @@ func downloadsOnlyWhatChanged(t *testing.T, inline int) {
 	assert.Equal(t, []string{"list", "compare", "transfer"}, rec.Names())
 	want, guards := 4, 2
 	if inline < 0 {
-		want, guards = 6, 3 // and the exclude file's upload and removal
+		want, guards = 5, 3 // and the exclude file's upload (the export script removes it)
 	}
 	assert.Equal(t, want, e.srv.CountRequests("", ""))
 	transferAttrs(t, rec, "outbound", guards)
@@ -287,4 +287,52 @@ func TestDeltaSyncOutDiskFullStreamsTheWholeTree(t *testing.T) {
 	assert.Equal(t, "mine", readFile(t, filepath.Join(back, "only-on-the-host")))
 	assert.Positive(t, e.srv.CountRequests("POST", "/process/pty"))
 	e.noScratchLeft(t, back)
+}
+
+// TestDeltaSyncOutUnsafeLinkTheListingMissed: an escaping link the listing
+// did not show (made after it, here hidden by a find that leaves it out
+// of the listing) makes the first archive fail as in the full export; the
+// export is rebuilt without it, with the exclude file there again (the
+// first script removed an uploaded one, so it is uploaded again), and only
+// what changed comes back.
+func TestDeltaSyncOutUnsafeLinkTheListingMissed(t *testing.T) {
+	t.Parallel()
+	for name, inline := range map[string]int{"inline": 0, "uploaded": -1} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			realFind, err := lookPath("find")
+			require.NoError(t, err)
+			fake := t.TempDir()
+			// Listing walks print ten fields an entry (%y first); the
+			// entry whose path is ./evil is dropped from them.
+			writeFile(t, filepath.Join(fake, "find"), `#!/bin/bash
+case " $* " in *%y*) ;; *) exec `+realFind+` "$@";; esac
+`+realFind+` "$@" | { f=(); while IFS= read -r -d '' x; do f+=("$x"); if [ ${#f[@]} = 10 ]; then [ "${f[7]}" = ./evil ] || printf '%s\0' "${f[@]}"; f=(); fi; done; }
+`, 0o755)
+			e := newEnvWith(t, map[string]string{"PATH": fake + ":" + os.Getenv("PATH")})
+			src, sbSide := sandboxTree(t, e, "proj")
+			back := filepath.Join(t.TempDir(), "back")
+			m := dirMapping(src, back)
+			_, err = e.syncOut(t, Options{}, m)
+			require.NoError(t, err)
+
+			require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(sbSide, "evil")))
+			writeFile(t, filepath.Join(sbSide, "sub", "d.txt"), "changed", 0o644)
+			e.srv.ResetRequests()
+			res, err := e.syncOut(t, Options{inlineSkip: inline}, m)
+			require.NoError(t, err)
+			assert.Equal(t, WayDelta, oneReport(t, res).Way)
+			assert.Equal(t, []string{src + "/evil"}, res[0].OmittedUnsafeLinks)
+			assert.EqualValues(t, 1, res[0].FilesTransferred, "only the changed file")
+			assert.Equal(t, "changed", readFile(t, filepath.Join(back, "sub", "d.txt")))
+			assert.NoFileExists(t, filepath.Join(back, "evil"))
+			// list, then per export: (upload,) script, download, archive removal.
+			want := 7
+			if inline < 0 {
+				want = 9
+			}
+			assert.Equal(t, want, e.srv.CountRequests("", ""))
+			e.noScratchLeft(t, back)
+		})
+	}
 }

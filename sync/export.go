@@ -80,7 +80,14 @@ func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, b
 				return 0, 0, nil, err
 			}
 			x.guards++
-			defer func() { _ = t.removeScratch(ctx, x.skip) }()
+			x.uploaded = list
+			// The export script removes the file after its tar; an export
+			// that failed may not have got that far.
+			defer func() {
+				if err != nil {
+					_ = t.removeScratch(ctx, x.skip)
+				}
+			}()
 		}
 	}
 	files, bytes, err = t.exportDir(ctx, m, src, o, x)
@@ -101,6 +108,13 @@ func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, b
 		defer cancel()
 		files, bytes, err = t.streamDir(tctx, m, src, o, x)
 	} else {
+		if x.uploaded != nil {
+			// The first export's script removed the uploaded exclude file.
+			if x.skip, err = t.uploadSkipList(ctx, x.uploaded, o); err != nil {
+				return 0, 0, nil, err
+			}
+			x.guards++
+		}
 		files, bytes, err = t.exportDir(ctx, m, src, o, x)
 	}
 	if err != nil {
@@ -122,9 +136,15 @@ func omittedPaths(src string, names []string) []string {
 }
 
 // maxInlineSkip bounds a delta's exclude file written by the export
-// script itself: the script travels as one argv string, which Linux caps
-// at 128 KiB (MAX_ARG_STRLEN); a larger list is uploaded first.
-const maxInlineSkip = 96 << 10
+// script itself; a larger one is uploaded first, a round trip more. The
+// daemon pipes a one-shot command into its shell, and bash reads a pipe a
+// byte per system call: a 75 KiB exclude file made the export script
+// 96 ms slower on the emulator, which does the same (docs/sync.md#delta).
+// 16 KiB so costs about 20 ms, less than a round trip at internet
+// distances; a list a few times larger costs more than the round trip of
+// its upload. (The script also travels as one argv string, which Linux
+// caps at 128 KiB.)
+const maxInlineSkip = 16 << 10
 
 func (o Options) maxInlineSkip() int {
 	if o.inlineSkip != 0 {
@@ -164,8 +184,12 @@ type exportRun struct {
 	// entries the host already holds ("" = none).
 	skip string
 	// inline, when set, is the exclude file's content: the export script
-	// writes it to skip first and removes it after tar.
+	// writes it to skip first. The script removes skip after its tar
+	// either way.
 	inline []byte
+	// uploaded, when set, is the content of an exclude file uploaded to
+	// skip before the script: a second export uploads it again.
+	uploaded []byte
 	// guards are the round trips made before the export's own script
 	// (a delta's listing and exclude-file upload).
 	guards int
@@ -194,7 +218,7 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 		b.WriteString(writeSkip(x.skip, x.inline))
 	}
 	b.WriteString("out=$( (" + tarCreate(m, shell.Quote(scratch), x) + ") 2>&1 ); rc=$?\n")
-	if x.inline != nil {
+	if x.skip != "" {
 		b.WriteString("rm -f -- " + shell.Quote(x.skip) + "\n")
 	}
 	b.WriteString("if [ \"$rc\" -gt 1 ]; then rm -f -- " + shell.Quote(scratch) + "; printf '%s\\n' \"$out\"; exit 43; fi\n")
