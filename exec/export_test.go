@@ -38,6 +38,19 @@ func SetRTT(r *Runner, leaseKey string, d time.Duration) {
 	l.hist.rtt = d
 }
 
+// RTT reports the lease's measured round trip.
+func RTT(r *Runner, leaseKey string) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if l := r.leases[leaseKey]; l != nil {
+		return l.hist.rtt
+	}
+	return 0
+}
+
+// DaemonExitTick is the daemon's synchronous exec tick.
+const DaemonExitTick = daemonExitTick
+
 // The plan's tunables, for tests that build a history around them.
 const (
 	LiveWithin = liveWithin

@@ -235,3 +235,70 @@ func TestLabelBytesTakeTheFilesPathNextTime(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "files", res.Metadata["logStream"], "the files showed what the log cannot carry: it stays")
 }
+
+// TestSyncAnswerMeasuresTheRoundTripWithoutItsTick: a synchronous answer
+// comes a round trip plus the run rounded up to the daemon's tick; the
+// round trip the lease keeps from it leaves the tick out (at least one
+// tick less than the call took), so the next plan compares like with
+// like. The lease starts out believing in a 1 s round trip, which the
+// answer must replace.
+func TestSyncAnswerMeasuresTheRoundTripWithoutItsTick(t *testing.T) {
+	const rtt = 100 * time.Millisecond
+	e := newEnvWith(t, []testenv.Option{testenv.WithServer(daytonatest.WithNetwork(daytonatest.Network{RTT: rtt}))})
+	echo := cmdexec.Request{Command: "echo", Args: []string{"hi"}, Timeout: time.Minute}
+	_, err := e.runner.Execute(ctxT(t), e.target, echo, nil) // the session
+	require.NoError(t, err)
+	cmdexec.SetRTT(e.runner, e.target.LeaseKey, time.Second)
+	cmdexec.SetLastRun(e.runner, e.target.LeaseKey, echo, time.Millisecond, 3)
+	start := time.Now()
+	res, err := e.runner.Execute(ctxT(t), e.target, echo, nil)
+	took := time.Since(start)
+	require.NoError(t, err)
+	if res.Metadata["logStream"] == "followed" {
+		t.Skip("the machine outran liveWithin")
+	}
+	require.Equal(t, "sync", res.Metadata["logStream"])
+	got := cmdexec.RTT(e.runner, e.target.LeaseKey)
+	assert.LessOrEqual(t, got, took-cmdexec.DaemonExitTick, "the tick is not part of the round trip")
+	// The network alone took rtt; a run that the margin pushed past a
+	// tick takes at most one tick more off.
+	assert.GreaterOrEqual(t, got, rtt-cmdexec.DaemonExitTick)
+}
+
+// TestSessionLostOnEveryDispatchGivesUpAfterTwo: a dispatch whose answer
+// proves the session is gone recreates the session and dispatches once
+// more, and only once: a second such answer ends the command with an
+// error that says so.
+func TestSessionLostOnEveryDispatchGivesUpAfterTwo(t *testing.T) {
+	e := newEnv(t)
+	e.srv.Inject(fault{Method: "POST", Route: rExec, Status: 500,
+		Body: `{"statusCode":500,"message":"failed to execute command: not found: session not found","timestamp":"0001-01-01T00:00:00Z","path":""}`})
+	_, err := e.runner.Execute(ctxT(t), e.target, bashReq("echo never"), nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "session lost twice")
+	assert.NotErrorIs(t, err, cmdexec.ErrDispatchUncertain, "the answers proved the shell never took it")
+	assert.Equal(t, 2, e.count("POST", rExec), "dispatched twice, no more")
+	assert.Equal(t, 2, e.count("POST", rSession), "each time on a new session")
+}
+
+// TestStopDuringADispatchIsTheStop: a lease cancelled while the exec is
+// in flight (held by the daemon before it took the command) ends the
+// command as uncertain, with the stop as the cause, not the transport's
+// "context canceled".
+func TestStopDuringADispatchIsTheStop(t *testing.T) {
+	e := newEnv(t)
+	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true"}, nil)
+	require.NoError(t, err)
+	cmdexec.SetRTT(e.runner, e.target.LeaseKey, 0) // an asynchronous exec
+	hold := make(chan struct{})
+	defer close(hold)
+	e.srv.Inject(fault{Method: "POST", Route: rExec, Times: 1, Gate: hold})
+	e.srv.ResetRequests()
+	ch := e.start(bashReq("echo never"), nil)
+	require.NoError(t, e.srv.AwaitRequests(ctxT(t), "POST", rExec, 1))
+	e.runner.CancelLease(e.target.LeaseKey)
+	_, err = e.wait(ch)
+	require.ErrorIs(t, err, cmdexec.ErrDispatchUncertain)
+	assert.ErrorIs(t, err, cmdexec.ErrLeaseNotActive)
+	assert.Equal(t, 1, e.count("POST", rExec), "never dispatched again")
+}
