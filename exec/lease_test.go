@@ -288,3 +288,28 @@ func TestManyConcurrentExecutesOnOneLease(t *testing.T) {
 	}
 	assert.Equal(t, 1, e.count("POST", rSession))
 }
+
+// TestLeaseOutlivesACommandThatEndsBesideARunningOne: one-shot commands
+// hold no session, so a lease entry that nothing holds is dropped when
+// its last execute leaves. One that ends while another still runs must
+// not drop it: the cancel that follows still reaches the running command,
+// and the lease stays refused until it is reopened, also once the last
+// execute has left.
+func TestLeaseOutlivesACommandThatEndsBesideARunningOne(t *testing.T) {
+	e := newEnv(t)
+	gate := e.newGate()
+	id := tag()
+	long := e.start(cmdexec.Request{Command: "bash", Args: []string{"-c", gate.shell() + "; : " + id}, BypassSession: true, Timeout: time.Minute}, nil)
+	require.NoError(t, e.srv.Await(ctxT(t), func() bool { return e.srv.CountDispatches(id) == 1 }))
+	_, err := e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true", BypassSession: true}, nil)
+	require.NoError(t, err)
+	e.runner.CancelLease(e.target.LeaseKey)
+	_, err = e.wait(long)
+	require.ErrorIs(t, err, cmdexec.ErrLeaseNotActive, "the cancel reached the running command")
+	gate.open(t)
+	_, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true", BypassSession: true}, nil)
+	require.ErrorIs(t, err, cmdexec.ErrLeaseNotActive, "still refused after the last execute left")
+	e.runner.ReopenLease(e.target.LeaseKey)
+	_, err = e.runner.Execute(ctxT(t), e.target, cmdexec.Request{Command: "true", BypassSession: true}, nil)
+	require.NoError(t, err)
+}
