@@ -108,35 +108,12 @@ func (t Target) planDelta(ctx context.Context, m Mapping, target string, o Optio
 		rep.Reason = "delta sync is off"
 		return nil, false
 	}
-	var l *listing
-	err := traced(ctx, "list", func() (err error) {
-		lctx, cancel := withTimeout(ctx, o.transferTimeout())
-		defer cancel()
-		l, err = t.list(lctx, target, m, false, o)
-		return err
-	})
-	if err != nil {
-		rep.Reason = clip(err.Error())
-		return nil, true
-	}
-	switch l.state {
-	case 'A':
-		rep.Reason = "the target does not exist yet"
-		return nil, true
-	case 'N':
-		rep.Reason = "the target is not a directory"
-		return nil, true
-	case 'T':
-		rep.Reason = "the sandbox has no GNU find"
-		return nil, true
-	}
-	rep.Listed = int64(len(l.entries))
-	if o.Delta != DeltaQuick && !l.hashed {
-		rep.Reason = "the sandbox has no sha256sum -z"
+	l := t.listDelta(ctx, target, m, false, o, &rep)
+	if l == nil {
 		return nil, true
 	}
 	var plan *deltaPlan
-	err = traced(ctx, "compare", func() (err error) {
+	err := traced(ctx, "compare", func() (err error) {
 		plan, rep.Unchanged, err = compareTree(ctx, m, l, o)
 		return err
 	})
@@ -146,6 +123,41 @@ func (t Target) planDelta(ctx context.Context, m Mapping, target string, o Optio
 	}
 	rep.Way = WayDelta
 	return plan, true
+}
+
+// listDelta makes a delta's listing of dir (syncIn's target, syncOut's
+// source, out) and returns it; nil when the mapping goes the full way,
+// with the reason in rep. rep.Listed counts what was listed.
+func (t Target) listDelta(ctx context.Context, dir string, m Mapping, out bool, o Options, rep *DirReport) *listing {
+	var l *listing
+	err := traced(ctx, "list", func() (err error) {
+		lctx, cancel := withTimeout(ctx, o.transferTimeout())
+		defer cancel()
+		l, err = t.list(lctx, dir, m, out, o)
+		return err
+	})
+	what, absent := "target", "the target does not exist yet"
+	if out {
+		what, absent = "source", "the source does not exist" // the full export reports it
+	}
+	switch {
+	case err != nil:
+		rep.Reason = clip(err.Error())
+	case l.state == 'A':
+		rep.Reason = absent
+	case l.state == 'N':
+		rep.Reason = "the " + what + " is not a directory"
+	case l.state == 'T':
+		rep.Reason = "the sandbox has no GNU find"
+	default:
+		rep.Listed = int64(len(l.entries))
+		if o.Delta != DeltaQuick && !l.hashed {
+			rep.Reason = "the sandbox has no sha256sum -z"
+			return nil
+		}
+		return l
+	}
+	return nil
 }
 
 // deltaRefused is a comparison that found the delta unsafe or pointless.

@@ -68,31 +68,8 @@ func (t Target) planOut(ctx context.Context, m Mapping, src string, o Options) (
 		}
 		return nil, false
 	}
-	var l *listing
-	err = traced(ctx, "list", func() (err error) {
-		lctx, cancel := withTimeout(ctx, o.transferTimeout())
-		defer cancel()
-		l, err = t.list(lctx, src, m, true, o)
-		return err
-	})
-	if err != nil {
-		rep.Reason = clip(err.Error())
-		return nil, true
-	}
-	switch l.state {
-	case 'A':
-		rep.Reason = "the source does not exist" // the full export reports it
-		return nil, true
-	case 'N':
-		rep.Reason = "the source is not a directory"
-		return nil, true
-	case 'T':
-		rep.Reason = "the sandbox has no GNU find"
-		return nil, true
-	}
-	rep.Listed = int64(len(l.entries))
-	if o.Delta != DeltaQuick && !l.hashed {
-		rep.Reason = "the sandbox has no sha256sum -z"
+	l := t.listDelta(ctx, src, m, true, o, &rep)
+	if l == nil {
 		return nil, true
 	}
 	var plan *outPlan
