@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -244,4 +245,33 @@ func TestRememberedSecretLengthAtTheLimit(t *testing.T) {
 	got := f.c.redact("token wxyz and abc")
 	assert.NotContains(t, got, "wxyz")
 	assert.Contains(t, got, "abc")
+}
+
+// TestStatusSentinelsByCode: which sentinel each status names, for every
+// status the worker tells apart and its neighbours (a message-free
+// answer: the quota, container, disk and session sentinels need their
+// texts and match none). A timeout is 408 or 504 and no other code; 502
+// is a server error, not a timeout. (Planted: 504 swapped for 502.)
+func TestStatusSentinelsByCode(t *testing.T) {
+	t.Parallel()
+	codes := []int{400, 401, 403, 404, 407, 408, 409, 410, 422, 429, 500, 502, 503, 504}
+	want := map[error][]int{
+		ErrBadRequest:   {400, 422},
+		ErrUnauthorized: {401},
+		ErrForbidden:    {403},
+		ErrNotFound:     {404},
+		ErrTimeout:      {408, 504},
+		ErrConflict:     {409},
+		ErrGone:         {410},
+		ErrRateLimited:  {429},
+		ErrServer:       {500, 502, 503, 504},
+		ErrQuota:        nil, ErrContainerMissing: nil, ErrDiskFull: nil, ErrSessionEnded: nil, ErrRedirect: nil,
+	}
+	for sentinel, in := range want {
+		for _, code := range codes {
+			e := &ErrorResponse{StatusCode: code}
+			assert.Equal(t, slices.Contains(in, code), errors.Is(e, sentinel), "%d is %v", code, sentinel)
+		}
+	}
+	assert.ErrorIs(t, &ErrorResponse{StatusCode: 400, Code: "REQUEST_TIMEOUT"}, ErrTimeout, "the code names a timeout too")
 }

@@ -121,3 +121,37 @@ func TestExecuteLogFromTheFirstRequestAtStart(t *testing.T) {
 	require.Contains(t, out.String(), `"paperclipInvocationId":"inv-1"`)
 	require.Contains(t, out.String(), `"result":"noted"`)
 }
+
+// TestExecuteLogBudgetAtTheLimit: an execute call may stream exactly
+// MaxLogTotalChars characters; the character one past it is refused with
+// ErrLogBudget and sent nowhere. The count is what was sent before, so
+// the call starts just under the limit (streaming 128 Mi characters here
+// would only cost time).
+func TestExecuteLogBudgetAtTheLimit(t *testing.T) {
+	errs := make(chan error, 3)
+	reg := NewRegistry()
+	reg.Register("execute", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		r := ctx.Value(requestKey{}).(*request)
+		r.mu.Lock()
+		r.logChars = MaxLogTotalChars - 4
+		r.mu.Unlock()
+		errs <- ExecuteLog(ctx, Stdout, "ab")
+		errs <- ExecuteLog(ctx, Stdout, "😀") // two characters: exactly the limit
+		errs <- ExecuteLog(ctx, Stderr, "x")
+		return map[string]any{"exitCode": 0}, nil
+	})
+	p := startPeer(t, reg, Options{})
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"execute","paperclipInvocation":{"id":"inv-1"}}`)
+	var chunks []string
+	for {
+		m := p.recv()
+		if _, ok := m["id"]; ok {
+			break
+		}
+		chunks = append(chunks, m["params"].(map[string]any)["chunk"].(string))
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs, "the limit itself is allowed")
+	require.ErrorIs(t, <-errs, ErrLogBudget, "one past the limit")
+	require.Equal(t, []string{"ab", "😀"}, chunks)
+}
