@@ -563,3 +563,42 @@ func TestHealthCountsOpenTerminals(t *testing.T) {
 	require.NoError(t, conn.Close())
 	require.Zero(t, e.d.idle.report().OpenTerminals)
 }
+
+// TestHandleOfAnotherSandboxIsRefusedNamingBoth: a fetch for a lease that
+// answers another sandbox's record is refused, the error naming the
+// sandbox Daytona answered as the handle and the lease asked for, and
+// nothing is cached.
+func TestHandleOfAnotherSandboxIsRefusedNamingBoth(t *testing.T) {
+	h := &handles{now: time.Now}
+	fetch := func(context.Context) (*daytona.Sandbox, error) { return &daytona.Sandbox{ID: "sb-other"}, nil }
+	_, _, err := h.get(t.Context(), "k", "sb-lease", fetch)
+	var hm *HandleMismatchError
+	require.ErrorAs(t, err, &hm)
+	require.Equal(t, HandleMismatchError{Got: "sb-other", Want: "sb-lease"}, *hm)
+	require.Contains(t, err.Error(), "handle sb-other does not belong to lease sb-lease")
+	require.Empty(t, h.m, "a refused record is not cached")
+}
+
+// TestEachPieceOfIdleEvidenceAloneForbidsSleep: sleep is allowed only when
+// nothing at all holds the worker; any one piece of evidence on its own
+// forbids it (an open terminal on a lease this worker never acquired
+// holds no allocation, say) and is reported.
+func TestEachPieceOfIdleEvidenceAloneForbidsSleep(t *testing.T) {
+	require.True(t, (&idle{}).report().SleepAllowed, "nothing held")
+	for name, c := range map[string]struct {
+		set  func(*idle)
+		seen func(rpc.IdleReport) int
+	}{
+		"a pending hook":       {func(i *idle) { i.hooks.Add(1) }, func(r rpc.IdleReport) int { return r.PendingHooks }},
+		"a provider request":   {func(i *idle) { i.requests.Add(1) }, func(r rpc.IdleReport) int { return r.ProviderRequests }},
+		"an open terminal":     {func(i *idle) { i.terminals.Add(1) }, func(r rpc.IdleReport) int { return r.OpenTerminals }},
+		"an allocation":        {func(i *idle) { i.allocated.Add(1) }, func(r rpc.IdleReport) int { return r.Allocations }},
+		"an uncertain cleanup": {func(i *idle) { i.uncertainN.Add(1) }, func(r rpc.IdleReport) int { return r.UncertainCleanups }},
+	} {
+		i := &idle{}
+		c.set(i)
+		r := i.report()
+		require.False(t, r.SleepAllowed, name)
+		require.Equal(t, 1, c.seen(r), name)
+	}
+}

@@ -1,11 +1,16 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
+	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
@@ -119,4 +124,30 @@ func TestSyncOutFailuresCarryDiagnostics(t *testing.T) {
 	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/files/bulk-download", Status: 503, Times: 10})
 	d = diagnosticOf(t, syncOut(remote+"/f", "file"))
 	require.Equal(t, rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 503, TransferStep: "file_download", TransferFailureKind: "download_failed"}, d)
+}
+
+// TestSyncErrorCodeOfEachCause: the errorCode each cause in an error's
+// chain maps to, as the SDK would name it, wrapped as the transport
+// wraps it: a name that does not resolve is ENOTFOUND, a resolver that
+// failed for now EAI_AGAIN, each errno its own name, a deadline ETIMEDOUT,
+// a cancel ABORT_ERR, anything else "unknown".
+func TestSyncErrorCodeOfEachCause(t *testing.T) {
+	op := func(err error) error { return &net.OpError{Op: "dial", Net: "tcp", Err: err} }
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{op(&net.DNSError{Err: "no such host", Name: "daytona.invalid", IsNotFound: true}), "ENOTFOUND"},
+		{op(&net.DNSError{Err: "server misbehaving", Name: "daytona.example", IsTemporary: true}), "EAI_AGAIN"},
+		{op(os.NewSyscallError("connect", syscall.ECONNREFUSED)), "ECONNREFUSED"},
+		{op(os.NewSyscallError("read", syscall.ECONNRESET)), "ECONNRESET"},
+		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}, "EACCES"},
+		{&fs.PathError{Op: "rename", Path: "/x", Err: syscall.EXDEV}, "EXDEV"},
+		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.ELOOP}, "unknown"},
+		{fmt.Errorf("download: %w", context.DeadlineExceeded), "ETIMEDOUT"},
+		{fmt.Errorf("download: %w", context.Canceled), "ABORT_ERR"},
+		{errors.New("something else"), "unknown"},
+	} {
+		require.Equal(t, c.want, errorCode(fmt.Errorf("sync: %w", c.err)), "%v", c.err)
+	}
 }
