@@ -40,6 +40,13 @@ var regressions = []struct {
 	{1078, "disk full during a syncIn extraction left a truncated file in the target (fixed in sync/syncin.go)",
 		schedule{Seed: 1078, Reuse: true, TransitionDelay: 40 * time.Millisecond,
 			Steps: []step{{Op: opAcquire}, {Op: opDiskFull, Slot: 1}, {Op: opSyncIn, Files: 1, Size: 300}}}},
+	{50113202270080, "a hung directory export (20 s) and a hung scratch removal (30 s) answered a syncOut after the host's 50 s (fixed in sync/sandbox.go: cleanup ends 10 s past the call's deadline)",
+		schedule{Seed: 50113202270080, TransitionDelay: 5 * time.Millisecond,
+			Faults: []faultSpec{
+				{Kind: "perform-hang", Method: "POST", Route: "/process/execute", Skip: 3, Times: 1},
+				{Kind: "hang", Method: "POST", Route: "/process/execute", Skip: 3, Times: 1},
+			},
+			Steps: []step{{Op: opAcquire}, {Op: opSyncOut, Files: 4}}}},
 }
 
 // TestSchedules runs -chaos.n schedules from -chaos.seed on (CI passes a
@@ -47,6 +54,7 @@ var regressions = []struct {
 // each failing seed with the command that replays it and its shrunk
 // schedule, then the counts of faults injected and invariants checked.
 func TestSchedules(t *testing.T) {
+	t.Parallel()
 	seeds := make([]int64, *flagN)
 	for i := range seeds {
 		seeds[i] = *flagSeed + int64(i)
@@ -56,7 +64,10 @@ func TestSchedules(t *testing.T) {
 }
 
 // TestRegressionSeeds replays every schedule that once found a bug.
+// Everything runs at once, beside TestSchedules: a hang costs a bound's
+// wait, not CPU.
 func TestRegressionSeeds(t *testing.T) {
+	t.Parallel()
 	var seeds []int64
 	for _, reg := range regressions {
 		seeds = append(seeds, reg.seed)
@@ -67,7 +78,10 @@ func TestRegressionSeeds(t *testing.T) {
 			}
 		})
 	}
-	runSeeds(t, seeds)
+	t.Run("seeds", func(t *testing.T) {
+		t.Parallel()
+		runSeeds(t, seeds)
+	})
 }
 
 func runSeeds(t *testing.T, seeds []int64) {

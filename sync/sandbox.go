@@ -19,6 +19,26 @@ import (
 // sync still cleans up.
 const cleanupBudget = 30 * time.Second
 
+// cleanupOverrun is how far cleanup may run past the caller's deadline. The
+// provider's deadline for a sync is 15 s before the host stops waiting
+// (provider.answerMargin), so however many cleanups follow a failure, the
+// answer still reaches the host with 5 s to spare. A scratch file left by a
+// cleanup cut short is swept once stale (sweep.go).
+const cleanupOverrun = 10 * time.Second
+
+// cleanupContext is the context of one best-effort cleanup step: it
+// survives a cancel of ctx, and ends after budget or cleanupOverrun past
+// ctx's deadline, whichever comes first. The end is absolute, so cleanups
+// in a row share the overrun instead of adding theirs up: a sync returns
+// by its deadline + cleanupOverrun.
+func cleanupContext(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
+	end := time.Now().Add(budget)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(cleanupOverrun).Before(end) {
+		end = dl.Add(cleanupOverrun)
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
+}
+
 // scratchPrefix names every reserved sandbox scratch file (docs/behavior.md#sync): always a
 // direct child of the root, so no swappable intermediate directory exists.
 const scratchPrefix = ".paperclip-upload-"
@@ -150,7 +170,7 @@ func (t Target) removeScratch(ctx context.Context, names ...string) error {
 	if len(names) == 0 {
 		return nil
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+	cctx, cancel := cleanupContext(ctx, cleanupBudget)
 	defer cancel()
 	var b strings.Builder
 	b.WriteString("rm -f --")
@@ -177,7 +197,7 @@ func (t Target) classifyOut(ctx context.Context, err error) error {
 	if !errors.Is(err, daytona.ErrNotFound) && !errors.Is(err, daytona.ErrContainerMissing) {
 		return err
 	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupBudget)
+	cctx, cancel := cleanupContext(ctx, cleanupBudget)
 	defer cancel()
 	sb, _, gerr := t.Client.Sandboxes.Get(cctx, t.Sandbox.ID)
 	if errors.Is(gerr, daytona.ErrNotFound) || (gerr == nil && (sb.State == daytona.StateDestroyed || sb.Destroying() || sb.ContainerMissing())) {

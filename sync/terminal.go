@@ -306,7 +306,7 @@ func (s *termStream) fail(_ context.Context, msg string, err error) error {
 // cleanup kills the terminal with its own bounded budget (docs/behavior.md#streaming-export): it runs
 // after the host side was released, and gives up after the limit.
 func (s *termStream) cleanup(ctx context.Context, id string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.o.cleanupTimeout())
+	cctx, cancel := cleanupContext(ctx, s.o.cleanupTimeout())
 	defer cancel()
 	_, _ = s.t.Client.PTY.Kill(cctx, s.t.Sandbox, id)
 }
