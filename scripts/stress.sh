@@ -26,11 +26,12 @@ for i in $(seq 1 "$runs"); do
 		result=FAIL
 		failed=$((failed + 1))
 		grep -E '^(--- FAIL|FAIL|panic)' "$log" >&2
+		echo "run $i: the whole output is kept in $log" >&2
 	fi
 	kill "$load" 2>/dev/null
 	wait "$load" 2>/dev/null
 	echo "run $i/$runs: $result in $(($(date +%s) - start)) s, load average $(cut -d' ' -f1-3 /proc/loadavg)"
-	rm -f "$log"
+	[ "$result" = FAIL ] || rm -f "$log"
 done
 echo "stress: $((runs - failed)) passed, $failed failed"
 ((failed == 0))
