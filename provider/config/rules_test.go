@@ -45,6 +45,25 @@ func TestRuntimeCreateSource(t *testing.T) {
 	assert.Equal(t, "", src.Snapshot)
 }
 
+// TestEachResourceAloneCounts: any one of cpu, memory, disk, gpu on its own
+// is a resource request: passed along with an image, refused with neither
+// image nor snapshot (a dropped member would create a sandbox without the
+// GPU the operator asked for, or a default sandbox instead of an error).
+func TestEachResourceAloneCounts(t *testing.T) {
+	for _, r := range []string{"cpu", "memory", "disk", "gpu"} {
+		c := mustParse(t, `{"image":"node:20","`+r+`":1}`)
+		assert.True(t, c.HasResources(), "%s alone", r)
+		src, err := RuntimeCreateSource(c)
+		require.NoError(t, err)
+		require.NotNil(t, src.Resources, "%s alone is passed along with the image", r)
+		b, _ := json.Marshal(src.Resources)
+		assert.JSONEq(t, `{"`+r+`":1}`, string(b))
+
+		_, err = RuntimeCreateSource(mustParse(t, `{"`+r+`":1}`))
+		assert.ErrorIs(t, err, ErrResourcesRequireImage, "%s alone without an image", r)
+	}
+}
+
 func TestTimeoutHelpers(t *testing.T) {
 	for ms, want := range map[int64]int64{-5: 1, 0: 1, 1: 1, 999: 1, 1000: 1, 1001: 2, 1500: 2, 300000: 300, 300001: 301} {
 		assert.Equal(t, want, ToTimeoutSeconds(ms), "ToTimeoutSeconds(%d)", ms)
