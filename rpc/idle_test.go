@@ -91,6 +91,7 @@ func TestIdleHoldSealsAndReleases(t *testing.T) {
 	require.Equal(t, "Plugin is held for idle sleep", m["error"].(map[string]any)["message"])
 	require.Equal(t, "none", ip.prepare("owner-1", exp), "the same hold asked again")
 	require.Equal(t, "unknown", ip.prepare("owner-2", exp), "another owner while held")
+	require.Equal(t, "unknown", ip.prepare("owner-1", exp+1000), "the same owner with another expiry while held")
 	require.Nil(t, ip.call("releaseIdleSleep", `{"ownerId":"stale"}`)["error"])
 	require.NotNil(t, ip.call("health", `{}`)["error"], "a stale release is ignored")
 	require.Nil(t, ip.call("releaseIdleSleep", `{"ownerId":"owner-1"}`)["error"])
