@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	cmdexec "github.com/daytonaworker/daytona-worker/exec"
@@ -158,6 +159,12 @@ func (e *testEnv) acquire(cfg map[string]any, extra ...any) lease {
 	e.t.Helper()
 	p := with(e.base(cfg), append([]any{"runId", "run-1", "agentId", "agent-1", "executionWorkspaceId", "ws-1", "adapterType", "claude_local"}, extra...)...)
 	raw, err := e.call("environmentAcquireLease", p)
+	var ce *cleanup.Error
+	if errors.As(err, &ce) && ce.Diagnostic != nil {
+		// A spent budget says where it went (a loaded machine once spent
+		// 20 s of an acquire that takes about one).
+		e.t.Fatalf("acquire: %v: phase %s, %d of %d ms: %v", err, ce.Diagnostic.Phase, ce.Diagnostic.ElapsedMs, ce.Diagnostic.BudgetMs, errors.Join(ce.Causes...))
+	}
 	require.NoError(e.t, err)
 	var l lease
 	require.NoError(e.t, json.Unmarshal(raw, &l))
