@@ -382,3 +382,20 @@ func TestSlowCreateAndSetupFinishInsideTheBudget(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, *r.ExitCode, "the lease works")
 }
+
+// A sandbox Daytona created but had not started when the budget ran out
+// was observed: its id travels with the envelope, so the host's cleanup
+// deletes that sandbox and no other (sample-4 bug 5).
+func TestCreatedButNotStartedWhenTheBudgetRunsOutIsObserved(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, map[string]any{"image": "node:20"})
+	release := e.srv.HoldTransitions("")
+	defer release()
+	waiting := func() bool { return e.srv.CountRequests("GET", rSandbox) > 0 } // the create answered; the start is awaited
+	ce := envelopeOf(t, e.acquireExpiringWhen(waiting))
+	require.Equal(t, "Daytona lease acquisition timed out; allocation cleanup is pending", ce.Message)
+	live := e.live()
+	require.Len(t, live, 1)
+	require.NotEqual(t, "started", live[0].State)
+	require.Equal(t, live[0].ID, ce.Envelope.ObservedProviderLeaseID)
+}

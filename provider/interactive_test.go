@@ -220,6 +220,12 @@ func TestInteractiveSetupGetMintsSSHOnlyWhenAsked(t *testing.T) {
 	require.Contains(t, string(raw), `"connectionPayload":null`)
 	require.Len(t, e.srv.SSHAccess(id), 1, "no new SSH access")
 
+	// Asked not to: the same as not asked.
+	raw, err = e.call("environmentGetInteractiveSetup", e.setupParams(id, "includeConnectionPayload", false))
+	require.NoError(t, err)
+	require.Nil(t, decode[rpc.SetupSession](t, raw).ConnectionPayload)
+	require.Len(t, e.srv.SSHAccess(id), 1, "includeConnectionPayload false mints no SSH access")
+
 	raw, err = e.call("environmentGetInteractiveSetup", e.setupParams(id, "includeConnectionPayload", true, "connectionExpiresInMinutes", 5))
 	require.NoError(t, err)
 	got = decode[rpc.SetupSession](t, raw)

@@ -96,6 +96,8 @@ func TestReusableLifecycleRoundTrips(t *testing.T) {
 	require.Equal(t, true, r.Metadata["resumedLease"])
 	require.Equal(t, "stopped", r.Metadata["resumedFromState"])
 	require.Equal(t, "matched", r.Metadata["workspaceSentinel"].(map[string]any)["result"])
+	require.Equal(t, md["remoteCwd"], r.Metadata["remoteCwd"], "the resumed lease works in the same workspace")
+	require.Equal(t, md["shellCommand"], r.Metadata["shellCommand"])
 	require.Equal(t, "started", e.state(id))
 
 	// Destroy: deleted and gone; again: still a destroyed receipt.

@@ -241,6 +241,10 @@ func TestSyncOutMergesIntoExistingHostDirectory(t *testing.T) {
 	writeFile(t, filepath.Join(dst, "host-only.txt"), "host", 0o644)
 	writeFile(t, filepath.Join(dst, "shared.txt"), "old", 0o644)
 	writeFile(t, filepath.Join(dst, "becomes-file", "x"), "old dir", 0o644)
+	writeFile(t, filepath.Join(dst, "becomes-dir"), "old file", 0o644)
+	require.NoError(t, os.Symlink("host-only.txt", filepath.Join(dst, "link-becomes-dir")))
+	writeFile(t, filepath.Join(e.root, "w", "becomes-dir", "y"), "now in a dir", 0o644)
+	writeFile(t, filepath.Join(e.root, "w", "link-becomes-dir", "z"), "a dir, not a link", 0o644)
 	writeFile(t, filepath.Join(e.root, "w", "shared.txt"), "new", 0o644)
 	writeFile(t, filepath.Join(e.root, "w", "becomes-file"), "now a file", 0o644)
 	writeFile(t, filepath.Join(e.root, "w", "sub", "n.txt"), "n", 0o644)
@@ -249,6 +253,11 @@ func TestSyncOutMergesIntoExistingHostDirectory(t *testing.T) {
 	assert.Equal(t, "host", readFile(t, filepath.Join(dst, "host-only.txt")))
 	assert.Equal(t, "new", readFile(t, filepath.Join(dst, "shared.txt")))
 	assert.Equal(t, "now a file", readFile(t, filepath.Join(dst, "becomes-file")))
+	assert.Equal(t, "now in a dir", readFile(t, filepath.Join(dst, "becomes-dir", "y")), "a file the sandbox made a directory is replaced")
+	assert.Equal(t, "a dir, not a link", readFile(t, filepath.Join(dst, "link-becomes-dir", "z")))
+	fi, err := os.Lstat(filepath.Join(dst, "link-becomes-dir"))
+	require.NoError(t, err)
+	assert.True(t, fi.IsDir(), "the host link was replaced by the directory, not followed")
 	assert.Equal(t, "n", readFile(t, filepath.Join(dst, "sub", "n.txt")))
 	assert.Empty(t, hostScratchLeft(t, host))
 }
@@ -420,4 +429,40 @@ func TestSyncInReadOnlyDirectoryResyncs(t *testing.T) {
 		assert.Equal(t, "a", readFile(t, filepath.Join(hostTarget, "a.txt")))
 	}
 	e.noScratchLeft(t, host)
+}
+
+// Files that end in zeros (or are nothing but zeros) arrive whole: the host
+// writer seeks over all-zero blocks, so a file whose last block is one must
+// still be cut to its length (sample-4 bug 19 left them short), through a
+// file mapping and through a directory export alike.
+func TestZeroTailedFilesArriveWhole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const block = 64 << 10 // the host writer's buffer
+	files := map[string][]byte{
+		"zeros.bin":      make([]byte, 3*block+5),
+		"tail-block.bin": append([]byte("data"), make([]byte, 2*block)...),
+		"exact.bin":      make([]byte, block),
+		"head-zeros.bin": append(make([]byte, block), []byte("data")...),
+	}
+	require.NoError(t, os.MkdirAll(filepath.Join(e.root, "z"), 0o755))
+	for name, b := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(e.root, "z", name), b, 0o644))
+	}
+	host := t.TempDir()
+	var maps []Mapping
+	for name := range files {
+		maps = append(maps, Mapping{SourcePath: e.root + "/z/" + name, TargetPath: filepath.Join(host, "files", name), Kind: KindFile})
+	}
+	maps = append(maps, Mapping{SourcePath: e.root + "/z", TargetPath: filepath.Join(host, "dir"), Kind: KindDirectory})
+	_, err := e.syncOut(t, Options{}, maps...)
+	require.NoError(t, err)
+	for name, want := range files {
+		for _, p := range []string{filepath.Join(host, "files", name), filepath.Join(host, "dir", name)} {
+			got, err := os.ReadFile(p)
+			require.NoError(t, err)
+			require.Equal(t, len(want), len(got), "%s: length", p)
+			require.True(t, bytes.Equal(want, got), "%s: content", p)
+		}
+	}
 }
