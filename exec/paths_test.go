@@ -65,8 +65,8 @@ func TestEachPathOfThePlan(t *testing.T) {
 			require.NoError(t, err)
 			require.NotNil(t, res.ExitCode)
 			assert.Equal(t, 3, *res.ExitCode)
-			if (c.path == "read" || c.path == "sync") && res.Metadata["logStream"] == "followed" ||
-				c.path == "files" && res.Metadata["logStream"] == "polled" {
+			if ((c.path == "read" || c.path == "sync") && res.Metadata["logStream"] == "followed") ||
+				(c.path == "files" && res.Metadata["logStream"] == "polled") {
 				// Still running liveWithin after its dispatch: a machine
 				// too loaded to show this path (TestFilesCommandThatRunsLongIsPolled
 				// covers a files command that runs long).

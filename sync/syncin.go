@@ -227,7 +227,15 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 	} else {
 		b.WriteString("skip=0\n")
 	}
-	b.WriteString(extractWhole(scratch, scratchName(t.Root, "")))
+	// A mapping mode that lets the owner write is applied before the
+	// extraction as well as after it: a target an earlier mapping left
+	// read-only would otherwise refuse every later sync as a non-root
+	// user, though the operator has since made the mapping writable.
+	before := ""
+	if m.Mode != nil && *m.Mode&0o200 != 0 {
+		before = fmt.Sprintf("chmod %o \"$t\"", *m.Mode&0o7777)
+	}
+	b.WriteString(extractWhole(scratch, scratchName(t.Root, ""), before))
 	var directBytes int64
 	byMode := map[fs.FileMode][]string{}
 	for i, name := range names {
@@ -265,15 +273,21 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 // with the target untouched instead of leaving old files next to truncated
 // new ones. The cost is that archive members (files under the direct-upload
 // threshold) are written twice; the second write reuses the space the
-// staging copy freed.
-func extractWhole(scratch, staging string) string {
+// staging copy freed. before (a shell command, or nothing) runs between
+// the two extractions, so only once the archive is known to fit; its
+// failure fails the extraction.
+func extractWhole(scratch, staging, before string) string {
 	x := "tar -xf " + shell.Quote(scratch) + " --delay-directory-restore --no-same-owner -C "
 	s := shell.Quote(staging)
+	andThen := ""
+	if before != "" {
+		andThen = " && "
+	}
 	return `rc=0
 if [ "$skip" -ne 1 ]; then
   mkdir -m 700 -- ` + s + ` && ` + x + s + ` || rc=$?
   chmod -R u+w -- ` + s + ` 2>/dev/null; rm -rf -- ` + s + `
-  [ "$rc" -ne 0 ] || ` + x + `"$t" || rc=$?
+  [ "$rc" -ne 0 ] || { ` + before + andThen + x + `"$t"; } || rc=$?
 fi
 rm -f -- ` + shell.Quote(scratch) + `
 [ "$rc" -eq 0 ] || exit 43

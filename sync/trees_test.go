@@ -431,6 +431,44 @@ func TestSyncInReadOnlyDirectoryResyncs(t *testing.T) {
 	e.noScratchLeft(t, host)
 }
 
+// TestSyncInMappingMadeWritableOpensTheTarget: a target an earlier
+// read-only mapping locked is opened again once the operator makes the
+// mapping writable, by a full sync and by a delta sync alike, as a
+// non-root sandbox user. The full sync used to extract before it applied
+// the new mode and so stayed locked out for good (the equivalence test
+// found it, seed 1796588639690674258).
+func TestSyncInMappingMadeWritableOpensTheTarget(t *testing.T) {
+	e := newEnv(t, daytonatest.WithIsolation(daytonatest.IsolationAuto))
+	if ok, _ := e.srv.Isolated(); !ok && testenv.RunAsNonRoot(t) {
+		return
+	}
+	for _, o := range []Options{{Delta: DeltaOff}, {}} {
+		host := t.TempDir()
+		writeFile(t, filepath.Join(host, "a.txt"), "a", 0o644)
+		writeFile(t, filepath.Join(host, "b.txt"), "b", 0o644)
+		name := "full"
+		if o.Delta != DeltaOff {
+			name = "delta"
+		}
+		target, hostTarget := e.root+"/"+name, e.hostRoot+"/"+name
+		t.Cleanup(func() { _ = os.Chmod(hostTarget, 0o755) })
+		m := Mapping{SourcePath: host, TargetPath: target, Kind: KindDirectory, Mode: new(uint32(0o555))}
+		_, err := e.syncIn(t, o, m)
+		require.NoError(t, err, "%s: the read-only sync", name)
+
+		m.Mode = new(uint32(0o700))
+		writeFile(t, filepath.Join(host, "a.txt"), "changed", 0o644)
+		_, err = e.syncIn(t, o, m)
+		require.NoError(t, err, "%s: the sync that makes the mapping writable", name)
+		fi, err := os.Stat(hostTarget)
+		require.NoError(t, err)
+		assert.Equal(t, fs.FileMode(0o700), fi.Mode().Perm(), name)
+		assert.Equal(t, "changed", readFile(t, filepath.Join(hostTarget, "a.txt")), name)
+		assert.Equal(t, "b", readFile(t, filepath.Join(hostTarget, "b.txt")), name)
+		e.noScratchLeft(t, host)
+	}
+}
+
 // Files that end in zeros (or are nothing but zeros) arrive whole: the host
 // writer seeks over all-zero blocks, so a file whose last block is one must
 // still be cut to its length (sample-4 bug 19 left them short), through a
@@ -450,12 +488,12 @@ func TestZeroTailedFilesArriveWhole(t *testing.T) {
 		require.NoError(t, os.WriteFile(filepath.Join(e.root, "z", name), b, 0o644))
 	}
 	host := t.TempDir()
-	var maps []Mapping
+	var ms []Mapping
 	for name := range files {
-		maps = append(maps, Mapping{SourcePath: e.root + "/z/" + name, TargetPath: filepath.Join(host, "files", name), Kind: KindFile})
+		ms = append(ms, Mapping{SourcePath: e.root + "/z/" + name, TargetPath: filepath.Join(host, "files", name), Kind: KindFile})
 	}
-	maps = append(maps, Mapping{SourcePath: e.root + "/z", TargetPath: filepath.Join(host, "dir"), Kind: KindDirectory})
-	_, err := e.syncOut(t, Options{}, maps...)
+	ms = append(ms, Mapping{SourcePath: e.root + "/z", TargetPath: filepath.Join(host, "dir"), Kind: KindDirectory})
+	_, err := e.syncOut(t, Options{}, ms...)
 	require.NoError(t, err)
 	for name, want := range files {
 		for _, p := range []string{filepath.Join(host, "files", name), filepath.Join(host, "dir", name)} {
