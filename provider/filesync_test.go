@@ -130,12 +130,20 @@ func TestSyncErrorCapsAHugeSourcePath(t *testing.T) {
 }
 
 // TestStaleAfterOutlastsTheLongestSyncCall: a sync call is bounded by the
-// largest timeoutMs plus the answer margin; reserved temp names younger
-// than the sweep's age may belong to a running call, so the age must be
-// longer (with room for the 30 s scratch cleanup).
+// largest timeoutMs plus the answer margin, and its cleanup by the
+// overrun past that; reserved temp names younger than the sweep's age may
+// belong to a running call, so the age must be longer.
 func TestStaleAfterOutlastsTheLongestSyncCall(t *testing.T) {
-	longest := time.Duration(config.MaxTimeoutMs)*time.Millisecond + answerMargin + 30*time.Second
+	longest := time.Duration(config.MaxTimeoutMs)*time.Millisecond + answerMargin + filesync.CleanupOverrun
 	assert.Greater(t, filesync.DefaultStaleAfter, longest)
+}
+
+// TestSyncCleanupEndsBeforeTheHostStopsWaiting: a failed sync's cleanups
+// may run CleanupOverrun past the provider's deadline, which is
+// answerMargin before the host's; the answer must still reach the host,
+// with a few seconds for the reply itself.
+func TestSyncCleanupEndsBeforeTheHostStopsWaiting(t *testing.T) {
+	assert.LessOrEqual(t, filesync.CleanupOverrun+5*time.Second, answerMargin)
 }
 
 // TestSyncLeaseErrorsNameTheMethod: a sync call without a lease id names

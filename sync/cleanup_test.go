@@ -7,7 +7,7 @@ import (
 )
 
 // TestCleanupEndsSoonAfterTheCallersDeadline: cleanup survives the
-// caller's cancel, but ends cleanupOverrun past its deadline however much
+// caller's cancel, but ends CleanupOverrun past its deadline however much
 // budget it asked for, so cleanups after a timed-out transfer cannot hold
 // the answer past the host's wait (chaos regression 50113202270080: a hung
 // export and a hung scratch removal answered after 50 s).
@@ -43,7 +43,7 @@ func TestCleanupEndsSoonAfterTheCallersDeadline(t *testing.T) {
 	past, cancelPast := context.WithDeadline(context.Background(), dl)
 	defer cancelPast()
 	at := func(before, after time.Time) (time.Time, time.Time) {
-		return dl.Add(cleanupOverrun), dl.Add(cleanupOverrun)
+		return dl.Add(CleanupOverrun), dl.Add(CleanupOverrun)
 	}
 	check("past deadline", past, cleanupBudget, at)
 	check("short budget", past, time.Second, budget(time.Second))

@@ -19,22 +19,23 @@ import (
 // sync still cleans up.
 const cleanupBudget = 30 * time.Second
 
-// cleanupOverrun is how far cleanup may run past the caller's deadline. The
-// provider's deadline for a sync is 15 s before the host stops waiting
-// (provider.answerMargin), so however many cleanups follow a failure, the
-// answer still reaches the host with 5 s to spare. A scratch file left by a
+// CleanupOverrun is how far cleanup may run past the caller's deadline.
+// A caller must set its deadline at least this much (and some spare)
+// before whoever waits on it stops waiting: the provider's is 15 s before
+// the host's (its test checks the sum), so however many cleanups follow a
+// failure, the answer still reaches the host with 5 s to spare. A scratch file left by a
 // cleanup cut short is swept once stale (sweep.go).
-const cleanupOverrun = 10 * time.Second
+const CleanupOverrun = 10 * time.Second
 
 // cleanupContext is the context of one best-effort cleanup step: it
-// survives a cancel of ctx, and ends after budget or cleanupOverrun past
+// survives a cancel of ctx, and ends after budget or CleanupOverrun past
 // ctx's deadline, whichever comes first. The end is absolute, so cleanups
 // in a row share the overrun instead of adding theirs up: a sync returns
-// by its deadline + cleanupOverrun.
+// by its deadline + CleanupOverrun.
 func cleanupContext(ctx context.Context, budget time.Duration) (context.Context, context.CancelFunc) {
 	end := time.Now().Add(budget)
-	if dl, ok := ctx.Deadline(); ok && dl.Add(cleanupOverrun).Before(end) {
-		end = dl.Add(cleanupOverrun)
+	if dl, ok := ctx.Deadline(); ok && dl.Add(CleanupOverrun).Before(end) {
+		end = dl.Add(CleanupOverrun)
 	}
 	return context.WithDeadline(context.WithoutCancel(ctx), end)
 }
