@@ -67,10 +67,10 @@ func syncDiagnostic(err error) rpc.SyncErrorDiagnostic {
 		d.TransferStep, d.TransferFailureKind = "archive_validate", archiveFailureKind(ae.Reason)
 	case errors.As(err, &sce):
 		d.ExitCode, d.TransferFailureKind = sce.Exit, "command_failed"
-		switch {
-		case strings.Contains(sce.What, "guard"):
+		switch sce.Stage {
+		case filesync.StageGuard:
 			d.TransferStep = "sandbox_guard"
-		case strings.Contains(sce.What, "streamed"):
+		case filesync.StageStream:
 			d.TransferStep = "archive_download"
 		default:
 			d.TransferStep = "archive_create"
@@ -85,7 +85,7 @@ func syncDiagnostic(err error) rpc.SyncErrorDiagnostic {
 		d.TransferStep, d.TransferFailureKind = "archive_download", "download_failed"
 	case errors.Is(err, filesync.ErrTransfer):
 		d.TransferStep, d.TransferFailureKind = "file_download", "download_failed"
-		if strings.Contains(err.Error(), "directory download failed") {
+		if filesync.StageOf(err) == filesync.StageArchiveDownload {
 			d.TransferStep = "archive_download"
 		}
 		if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -102,10 +102,10 @@ func syncDiagnostic(err error) rpc.SyncErrorDiagnostic {
 // archiveFailureKind tells the host-side listing limits from the other
 // refusals of a sandbox-authored archive.
 func archiveFailureKind(reason string) string {
-	switch {
-	case strings.Contains(reason, "too many entries"):
+	switch reason {
+	case filesync.ReasonTooMany:
 		return "listing_entry_limit"
-	case strings.Contains(reason, "oversized"), strings.Contains(reason, "larger than the allowed total"):
+	case filesync.ReasonOversized, filesync.ReasonTotal:
 		return "listing_byte_limit"
 	}
 	return "unsafe_archive"

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	filesync "github.com/daytonaworker/daytona-worker/sync"
@@ -72,22 +74,46 @@ func TestSyncDiagnosticMapsTypedErrors(t *testing.T) {
 		err  error
 		want rpc.SyncErrorDiagnostic
 	}{
-		{"missing source", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "MISSING\n"},
+		{"missing source", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "MISSING\n", Stage: filesync.StageGuard},
 			rpc.SyncErrorDiagnostic{ErrorCode: "ENOENT", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
-		{"escape", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "ESCAPE"},
+		{"escape", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "ESCAPE", Stage: filesync.StageGuard},
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
-		{"disk full in the sandbox", &filesync.SandboxCommandError{What: "Daytona outbound directory export command", Exit: 43, Detail: "tar: Wrote only 512 of 10240 bytes"},
+		{"disk full in the sandbox", &filesync.SandboxCommandError{What: "Daytona outbound directory export command", Exit: 43, Detail: "tar: Wrote only 512 of 10240 bytes", Stage: filesync.StageExport},
 			rpc.SyncErrorDiagnostic{ErrorCode: "ENOSPC", ExitCode: 43, TransferStep: "archive_create", TransferFailureKind: "command_failed"}},
 		{"host disk full", fmt.Errorf("%w: a 10-byte write would leave less than 1 bytes free", filesync.ErrHostSpace),
 			rpc.SyncErrorDiagnostic{ErrorCode: "ENOSPC", TransferStep: "archive_extract"}},
 		{"unsafe archive", &filesync.ArchiveError{Reason: "tarball member that escapes the extraction dir", Name: "../x"},
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "archive_validate", TransferFailureKind: "unsafe_archive"}},
-		{"listing entry limit", &filesync.ArchiveError{Reason: "tarball with too many entries", Name: "x"},
+		{"listing entry limit", &filesync.ArchiveError{Reason: filesync.ReasonTooMany, Name: "x"},
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "archive_validate", TransferFailureKind: "listing_entry_limit"}},
-		{"listing byte limit", &filesync.ArchiveError{Reason: "tarball larger than the allowed total", Name: "x"},
+		{"listing byte limit", &filesync.ArchiveError{Reason: filesync.ReasonTotal, Name: "x"},
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "archive_validate", TransferFailureKind: "listing_byte_limit"}},
 		{"deleted sandbox", filesync.ErrSandboxNotFound,
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 404, TransferStep: "sandbox_access"}},
+		{"deleted sandbox, the status known", errors.Join(filesync.ErrSandboxNotFound, &daytona.ErrorResponse{StatusCode: 410}),
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 410, TransferStep: "sandbox_access"}},
+		{"a missing source's word, another exit", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 41, Detail: "MISSING", Stage: filesync.StageGuard},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", ExitCode: 41, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
+		{"a missing source after the canonicaliser's complaint", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "realpath: x: No such file\nMISSING\n", Stage: filesync.StageGuard},
+			rpc.SyncErrorDiagnostic{ErrorCode: "ENOENT", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
+		{"MISSING not on the last line", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "MISSING\nESCAPE", Stage: filesync.StageGuard},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
+		{"streamed export of a path that says guard", &filesync.SandboxCommandError{What: "Daytona syncOut streamed export of /w/guard", Exit: 2, Stage: filesync.StageStream},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", ExitCode: 2, TransferStep: "archive_download", TransferFailureKind: "command_failed"}},
+		{"oversized member", &filesync.ArchiveError{Reason: filesync.ReasonOversized, Name: "x"},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "archive_validate", TransferFailureKind: "listing_byte_limit"}},
+		{"terminal stream", &filesync.StreamError{Msg: "the stream ended early"},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "archive_download", TransferFailureKind: "download_failed"}},
+		{"file download", fmt.Errorf("Daytona syncOut file download failed: %w", errors.Join(filesync.ErrTransfer, errors.New("reset"))),
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "file_download", TransferFailureKind: "download_failed"}},
+		{"a download cut short, the words of a directory's in its path", fmt.Errorf("Daytona syncOut download failed for /w/directory download failed: %w", errors.Join(filesync.ErrTransfer, io.ErrUnexpectedEOF)),
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "file_download", TransferFailureKind: "download_missing"}},
+		{"a provider answer", &daytona.ErrorResponse{StatusCode: 500},
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 500, TransferStep: "sandbox_access"}},
+		{"not found without a status", fmt.Errorf("get: %w", daytona.ErrNotFound),
+			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", TransferStep: "sandbox_access"}},
+		{"a provider timeout", fmt.Errorf("get: %w", daytona.ErrTimeout),
+			rpc.SyncErrorDiagnostic{ErrorCode: "ETIMEDOUT"}},
 	}
 	for _, c := range cases {
 		require.Equal(t, c.want, diagnosticOf(t, withSyncDiagnostic(c.err)), c.name)
@@ -124,6 +150,14 @@ func TestSyncOutFailuresCarryDiagnostics(t *testing.T) {
 	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/files/bulk-download", Status: 503, Times: 10})
 	d = diagnosticOf(t, syncOut(remote+"/f", "file"))
 	require.Equal(t, rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 503, TransferStep: "file_download", TransferFailureKind: "download_failed"}, d)
+	e.srv.ClearFaults()
+
+	r, err = e.execute(l, "sh", []string{"-c", "rm hl/p"})
+	require.NoError(t, err)
+	require.Zero(t, *r.ExitCode, r.Stderr)
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: "/files/download", Status: 503})
+	d = diagnosticOf(t, syncOut(remote+"/hl", "directory"))
+	require.Equal(t, rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 503, TransferStep: "archive_download", TransferFailureKind: "download_failed"}, d)
 }
 
 // TestSyncErrorCodeOfEachCause: the errorCode each cause in an error's
@@ -141,8 +175,17 @@ func TestSyncErrorCodeOfEachCause(t *testing.T) {
 		{op(&net.DNSError{Err: "server misbehaving", Name: "daytona.example", IsTemporary: true}), "EAI_AGAIN"},
 		{op(os.NewSyscallError("connect", syscall.ECONNREFUSED)), "ECONNREFUSED"},
 		{op(os.NewSyscallError("read", syscall.ECONNRESET)), "ECONNRESET"},
+		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.ENOENT}, "ENOENT"},
 		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.EACCES}, "EACCES"},
+		{&fs.PathError{Op: "chmod", Path: "/x", Err: syscall.EPERM}, "EPERM"},
+		{&fs.PathError{Op: "write", Path: "/x", Err: syscall.ENOSPC}, "ENOSPC"},
+		{&fs.PathError{Op: "read", Path: "/x", Err: syscall.EIO}, "EIO"},
 		{&fs.PathError{Op: "rename", Path: "/x", Err: syscall.EXDEV}, "EXDEV"},
+		{&fs.PathError{Op: "open", Path: "/x/y", Err: syscall.ENOTDIR}, "ENOTDIR"},
+		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.EISDIR}, "EISDIR"},
+		{op(os.NewSyscallError("connect", syscall.ETIMEDOUT)), "ETIMEDOUT"},
+		{op(os.NewSyscallError("write", syscall.EPIPE)), "EPIPE"},
+		{fmt.Errorf("%w: 10 bytes short", filesync.ErrDiskFull), "ENOSPC"},
 		{&fs.PathError{Op: "open", Path: "/x", Err: syscall.ELOOP}, "unknown"},
 		{fmt.Errorf("download: %w", context.DeadlineExceeded), "ETIMEDOUT"},
 		{fmt.Errorf("download: %w", context.Canceled), "ABORT_ERR"},

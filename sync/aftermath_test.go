@@ -46,7 +46,7 @@ func TestStreamedExportKeepsTheSmallerTotal(t *testing.T) {
 	_, err := e.syncOut(t, Options{HostReserve: -1, Limits: Limits{MaxTotal: 50 << 10}}, dirMapping(src, filepath.Join(host, "w")))
 	var ae *ArchiveError
 	require.True(t, errors.As(err, &ae), "want the total refused, got %v", err)
-	assert.Equal(t, reasonTotal, ae.Reason)
+	assert.Equal(t, ReasonTotal, ae.Reason)
 	assert.NoDirExists(t, filepath.Join(host, "w"))
 	e.noScratchLeft(t, host)
 
@@ -134,10 +134,32 @@ func TestStreamedExportTarExitCodes(t *testing.T) {
 			var ce *SandboxCommandError
 			require.ErrorAs(t, err, &ce)
 			assert.Equal(t, rc, ce.Exit)
+			assert.Equal(t, StageStream, ce.Stage)
 			assert.NoDirExists(t, dst, "nothing published")
 			e.noScratchLeft(t, host)
 		})
 	}
+}
+
+// A directory export whose tar fails for another reason than a full disk
+// fails the sync with exit 43, tar's words and the export stage, and
+// streams nothing.
+func TestDirectoryExportFailureNamesItsStage(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	writeFile(t, filepath.Join(bin, "tar"), "#!/bin/sh\necho 'tar: ./x: Cannot stat: Input/output error' >&2\nexit 2\n", 0o755)
+	e := newEnvWith(t, map[string]string{"PATH": bin + ":" + os.Getenv("PATH")})
+	src := filepath.Join(e.root, "ws")
+	require.NoError(t, os.MkdirAll(src, 0o755))
+	host := t.TempDir()
+	_, err := e.syncOut(t, Options{Delta: DeltaOff}, dirMapping(src, filepath.Join(host, "out")))
+	var ce *SandboxCommandError
+	require.ErrorAs(t, err, &ce)
+	assert.Equal(t, 43, ce.Exit)
+	assert.Equal(t, StageExport, ce.Stage)
+	assert.Contains(t, ce.Detail, "Input/output error")
+	assert.Zero(t, e.srv.CountRequests("POST", "/process/pty"), "nothing streamed")
+	e.noScratchLeft(t, host)
 }
 
 // The looping path of a followed export is taken from find's report:

@@ -57,18 +57,20 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Refusal reasons (the wording of docs/behavior.md#sync-out-dirs).
+// Refusal reasons (the wording of docs/behavior.md#sync-out-dirs). The
+// limits' reasons are exported: callers tell a limit from an unsafe entry
+// by them (the host's sync diagnostics do).
 const (
 	reasonEscape     = "tarball member that escapes the extraction dir"
 	reasonLinkEscape = "tarball link whose target escapes the extraction dir"
 	reasonHardlink   = "hardlink entry"
 	reasonSpecial    = "device or special file entry"
 	reasonDuplicate  = "duplicate tarball member"
-	reasonOversized  = "oversized tarball member"
-	reasonTooMany    = "tarball with too many entries"
+	ReasonOversized  = "oversized tarball member"
+	ReasonTooMany    = "tarball with too many entries"
 	reasonNotDir     = "tarball member below a non-directory"
 	reasonUnknown    = "tarball entry of an unsupported type"
-	reasonTotal      = "tarball larger than the allowed total"
+	ReasonTotal      = "tarball larger than the allowed total"
 )
 
 // typeRegV7 is the pre-POSIX regular-file flag ('\x00', the deprecated
@@ -184,7 +186,7 @@ func (x *extractor) extract(ctx context.Context, r io.Reader) error {
 // ("./").
 func (x *extractor) cleanMember(name string) (string, error) {
 	if len(name) > x.lim.MaxNameLen {
-		return "", &ArchiveError{Reason: reasonOversized, Name: name}
+		return "", &ArchiveError{Reason: ReasonOversized, Name: name}
 	}
 	if name == "" || strings.ContainsRune(name, 0) || strings.HasPrefix(name, "/") {
 		return "", &ArchiveError{Reason: reasonEscape, Name: name}
@@ -200,7 +202,7 @@ func (x *extractor) cleanMember(name string) (string, error) {
 		parts = append(parts, seg)
 	}
 	if len(parts) > x.lim.MaxDepth {
-		return "", &ArchiveError{Reason: reasonOversized, Name: name}
+		return "", &ArchiveError{Reason: ReasonOversized, Name: name}
 	}
 	return strings.Join(parts, "/"), nil
 }
@@ -263,7 +265,7 @@ func (x *extractor) ensureParents(name string) error {
 func (x *extractor) member(hdr *tar.Header, r io.Reader) error {
 	x.entries++
 	if x.entries > x.lim.MaxEntries {
-		return &ArchiveError{Reason: reasonTooMany, Name: hdr.Name}
+		return &ArchiveError{Reason: ReasonTooMany, Name: hdr.Name}
 	}
 	switch hdr.Typeflag {
 	case tar.TypeXGlobalHeader:
@@ -333,10 +335,10 @@ func (x *extractor) member(hdr *tar.Header, r io.Reader) error {
 		return nil
 	}
 	if hdr.Size < 0 || hdr.Size > x.lim.MaxEntrySize {
-		return &ArchiveError{Reason: reasonOversized, Name: hdr.Name}
+		return &ArchiveError{Reason: ReasonOversized, Name: hdr.Name}
 	}
 	if x.lim.MaxTotal > 0 && x.stats.Bytes+hdr.Size > x.lim.MaxTotal {
-		return &ArchiveError{Reason: reasonTotal, Name: hdr.Name}
+		return &ArchiveError{Reason: ReasonTotal, Name: hdr.Name}
 	}
 	// O_EXCL: a second member with this name is a duplicate, never an
 	// overwrite; O_NOFOLLOW on top of os.Root's own confinement.

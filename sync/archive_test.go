@@ -121,11 +121,11 @@ var hostileCases = []struct {
 	{"directory then file", []member{{name: "d/", typ: tar.TypeDir}, {name: "d", typ: tar.TypeReg, body: "1"}}, Limits{}, reasonDuplicate},
 	{"file below a file", []member{{name: "f", typ: tar.TypeReg, body: "1"}, {name: "f/g", typ: tar.TypeReg, body: "2"}}, Limits{}, reasonNotDir},
 	{"symlink then file of the same name", []member{{name: "l", typ: tar.TypeSymlink, link: "x"}, {name: "l", typ: tar.TypeReg, body: "2"}}, Limits{}, reasonDuplicate},
-	{"oversized entry", []member{{name: "big", typ: tar.TypeReg, body: "0123456789"}}, Limits{MaxEntrySize: 4}, reasonOversized},
-	{"total over the cap", []member{{name: "a", typ: tar.TypeReg, body: "0123"}, {name: "b", typ: tar.TypeReg, body: "0123"}}, Limits{MaxTotal: 6}, reasonTotal},
-	{"too many entries", []member{{name: "a", typ: tar.TypeReg}, {name: "b", typ: tar.TypeReg}, {name: "c", typ: tar.TypeReg}}, Limits{MaxEntries: 2}, reasonTooMany},
-	{"name too long", []member{{name: strings.Repeat("n", 300), typ: tar.TypeReg}}, Limits{MaxNameLen: 255}, reasonOversized},
-	{"too deep", []member{{name: strings.Repeat("d/", 20) + "f", typ: tar.TypeReg}}, Limits{MaxDepth: 10}, reasonOversized},
+	{"oversized entry", []member{{name: "big", typ: tar.TypeReg, body: "0123456789"}}, Limits{MaxEntrySize: 4}, ReasonOversized},
+	{"total over the cap", []member{{name: "a", typ: tar.TypeReg, body: "0123"}, {name: "b", typ: tar.TypeReg, body: "0123"}}, Limits{MaxTotal: 6}, ReasonTotal},
+	{"too many entries", []member{{name: "a", typ: tar.TypeReg}, {name: "b", typ: tar.TypeReg}, {name: "c", typ: tar.TypeReg}}, Limits{MaxEntries: 2}, ReasonTooMany},
+	{"name too long", []member{{name: strings.Repeat("n", 300), typ: tar.TypeReg}}, Limits{MaxNameLen: 255}, ReasonOversized},
+	{"too deep", []member{{name: strings.Repeat("d/", 20) + "f", typ: tar.TypeReg}}, Limits{MaxDepth: 10}, ReasonOversized},
 	{"unsupported type", []member{{name: "v", typ: tar.TypeGNUSparse + 3}}, Limits{}, reasonUnknown},
 }
 

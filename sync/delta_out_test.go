@@ -242,7 +242,7 @@ func TestDeltaSyncOutHostileListing(t *testing.T) {
 		res, err := e.syncOut(t, lim, m)
 		var ae *ArchiveError
 		require.ErrorAs(t, err, &ae, "%v", res)
-		assert.Contains(t, err.Error(), reasonOversized)
+		assert.Contains(t, err.Error(), ReasonOversized)
 		assert.Equal(t, strings.Repeat("b", 100), readFile(t, filepath.Join(back, "b.txt")))
 
 		// A change that kept the mtime, listed with the host's size: the

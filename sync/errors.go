@@ -1,6 +1,7 @@
 package sync
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -100,6 +101,36 @@ type SandboxCommandError struct {
 	What   string // e.g. "Daytona outbound symlink-escape guard command"
 	Exit   int
 	Detail string // bounded sandbox output
+	Stage  Stage  // the outbound step that ran the command, if one did
+}
+
+// Stage names the outbound step a failed sandbox command belongs to, for
+// callers that report it (the host's sync diagnostics): typed, so they
+// need not read it from What, which can hold a path.
+type Stage string
+
+// The outbound stages.
+const (
+	StageGuard  Stage = "guard"  // the validate-and-snapshot guard
+	StageExport Stage = "export" // the directory export to a scratch archive
+	StageStream Stage = "stream" // a terminal-streamed export
+	// StageArchiveDownload is the download of a directory's archive (a
+	// transfer, not a command).
+	StageArchiveDownload Stage = "archive download"
+)
+
+// StageOf is the stage named by the first sandbox command error or
+// transfer error in err's chain ("" = none named).
+func StageOf(err error) Stage {
+	var sce *SandboxCommandError
+	if errors.As(err, &sce) {
+		return sce.Stage
+	}
+	var te *transferError
+	if errors.As(err, &te) {
+		return te.stage
+	}
+	return ""
 }
 
 func (e *SandboxCommandError) Error() string {
@@ -187,8 +218,9 @@ func (e *PostUploadError) Unwrap() error { return ErrPostUpload }
 // transferError wraps a client error of an upload/download with a stable
 // prefix; the daytona client already keeps secrets out of its errors.
 type transferError struct {
-	msg string
-	err error
+	msg   string
+	err   error
+	stage Stage
 }
 
 func (e *transferError) Error() string { return e.msg + ": " + e.err.Error() }

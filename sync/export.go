@@ -236,7 +236,7 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 		return 0, 0, loopError(src, r.out)
 	}
 	if r.exit != 0 {
-		return 0, 0, &SandboxCommandError{What: "Daytona outbound directory export command", Exit: r.exit, Detail: r.out}
+		return 0, 0, &SandboxCommandError{What: "Daytona outbound directory export command", Exit: r.exit, Detail: r.out, Stage: StageExport}
 	}
 
 	// One guard round trip (the confinement check and tar, in one script)
@@ -250,7 +250,7 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 	err = transfer(tctx, span.Outbound, guards, func() error {
 		body, _, err := t.Client.Files.Download(tctx, t.Sandbox, scratch)
 		if err != nil {
-			return &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err}
+			return &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err, stage: StageArchiveDownload}
 		}
 		defer body.Close()
 		if h, err = newHostDir(m.TargetPath, o); err != nil {
@@ -286,7 +286,7 @@ func wrapDownload(m Mapping, err error) error {
 	if errors.As(err, &ae) {
 		return err
 	}
-	return &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err}
+	return &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err, stage: StageArchiveDownload}
 }
 
 // streamDir is the docs/behavior.md#streaming-export fallback: the same archive, produced into the
@@ -369,7 +369,7 @@ func (t Target) streamDir(ctx context.Context, m Mapping, src string, o Options,
 		return 0, 0, loopError(src, "")
 	}
 	if rc > 1 {
-		return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed directory export", Exit: rc}
+		return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed directory export", Exit: rc, Stage: StageStream}
 	}
 	if len(x.omitNames) > 0 {
 		return 0, 0, &unsafeLinks{first: x.omitFirst, names: x.omitNames, streamed: true}

@@ -81,6 +81,7 @@ func TestSyncOutGuardRefusals(t *testing.T) {
 		var se *SandboxCommandError
 		require.ErrorAs(t, err, &se, tc.src)
 		assert.Equal(t, tc.exit, se.Exit)
+		assert.Equal(t, StageGuard, se.Stage)
 		assert.Contains(t, err.Error(), fmt.Sprintf("Daytona outbound symlink-escape guard command failed (exit %d)", tc.exit))
 		assert.Zero(t, e.srv.CountRequests("POST", "/files/bulk-download"), "nothing downloaded")
 		assert.NoFileExists(t, target)

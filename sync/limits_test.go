@@ -25,18 +25,18 @@ func TestArchiveLimitsAtTheLimit(t *testing.T) {
 		reason string // "" = extracts
 	}{
 		{"total exactly MaxTotal", Limits{MaxTotal: 8}, []member{reg("a", "0123"), reg("b", "4567")}, ""},
-		{"total MaxTotal+1", Limits{MaxTotal: 8}, []member{reg("a", "0123"), reg("b", "45678")}, reasonTotal},
+		{"total MaxTotal+1", Limits{MaxTotal: 8}, []member{reg("a", "0123"), reg("b", "45678")}, ReasonTotal},
 		{"one file of exactly MaxTotal", Limits{MaxTotal: 4}, []member{reg("a", "0123")}, ""},
 		{"entry exactly MaxEntrySize", Limits{MaxEntrySize: 4}, []member{reg("a", "0123")}, ""},
-		{"entry MaxEntrySize+1", Limits{MaxEntrySize: 4}, []member{reg("a", "01234")}, reasonOversized},
+		{"entry MaxEntrySize+1", Limits{MaxEntrySize: 4}, []member{reg("a", "01234")}, ReasonOversized},
 		{"exactly MaxEntries", Limits{MaxEntries: 2}, []member{reg("a", ""), reg("b", "")}, ""},
-		{"MaxEntries+1", Limits{MaxEntries: 2}, []member{reg("a", ""), reg("b", ""), reg("c", "")}, reasonTooMany},
+		{"MaxEntries+1", Limits{MaxEntries: 2}, []member{reg("a", ""), reg("b", ""), reg("c", "")}, ReasonTooMany},
 		{"name of MaxNameLen", Limits{MaxNameLen: 8}, []member{reg(strings.Repeat("n", 8), "")}, ""},
-		{"name of MaxNameLen+1", Limits{MaxNameLen: 8}, []member{reg(strings.Repeat("n", 9), "")}, reasonOversized},
+		{"name of MaxNameLen+1", Limits{MaxNameLen: 8}, []member{reg(strings.Repeat("n", 9), "")}, ReasonOversized},
 		{"link target of MaxNameLen", Limits{MaxNameLen: 8}, []member{{name: "l", typ: tar.TypeSymlink, link: strings.Repeat("t", 8)}}, ""},
 		{"link target of MaxNameLen+1", Limits{MaxNameLen: 8}, []member{{name: "l", typ: tar.TypeSymlink, link: strings.Repeat("t", 9)}}, reasonLinkEscape},
 		{"MaxDepth components", Limits{MaxDepth: 3}, []member{reg("a/b/c", "")}, ""},
-		{"MaxDepth+1 components", Limits{MaxDepth: 3}, []member{reg("a/b/c/d", "")}, reasonOversized},
+		{"MaxDepth+1 components", Limits{MaxDepth: 3}, []member{reg("a/b/c/d", "")}, ReasonOversized},
 		{"link up to the root", Limits{}, []member{{name: "a/b/l", typ: tar.TypeSymlink, link: "../../x"}}, ""},
 		{"link one above the root", Limits{}, []member{{name: "a/b/l", typ: tar.TypeSymlink, link: "../../../x"}}, reasonLinkEscape},
 	}

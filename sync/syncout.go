@@ -44,7 +44,7 @@ func (t Target) downloadFiles(ctx context.Context, ms []Mapping, o Options) (fil
 		return t.streamFiles(tctx, ms, o)
 	}
 	if r.exit != 0 {
-		return 0, 0, &SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: r.exit, Detail: r.out}
+		return 0, 0, &SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: r.exit, Detail: r.out, Stage: StageGuard}
 	}
 
 	var hosts hostBatch
@@ -134,7 +134,7 @@ func (t Target) streamFiles(ctx context.Context, ms []Mapping, o Options) (files
 			return 0, 0, err
 		}
 		if rc != 0 {
-			return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed export of " + clip(m.SourcePath), Exit: rc}
+			return 0, 0, &SandboxCommandError{What: "Daytona syncOut streamed export of " + clip(m.SourcePath), Exit: rc, Stage: StageStream}
 		}
 		bytes += n
 	}
