@@ -9,6 +9,7 @@ package provider
 import (
 	"errors"
 	"log/slog"
+	"os"
 	"path"
 	"strings"
 	"sync"
@@ -101,8 +102,12 @@ func TestRealizePrefersRemotePathOverLocalPath(t *testing.T) {
 	require.NoError(t, err)
 	res := decode[map[string]any](t, raw)
 	require.Equal(t, remote, res["cwd"])
-	require.Equal(t, remote, res["metadata"].(map[string]any)["remoteCwd"])
+	require.Equal(t, map[string]any{"provider": DriverKey, "remoteCwd": remote}, res["metadata"])
 	require.Equal(t, 1, e.srv.CountRequests("POST", rNewFolder), "one folder made")
+	fi, err := os.Stat(e.hostPath(l, remote))
+	require.NoError(t, err)
+	require.True(t, fi.IsDir())
+	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm(), "the folder's mode")
 
 	// The lease's own remoteCwd wins over both; only the local path is
 	// used when nothing else is given; no lease id: no provider call.

@@ -71,6 +71,29 @@ func TestIngressGenerationsAtTheLimit(t *testing.T) {
 	require.Equal(t, first, g.generation("0", sb(0)), "the same revision gives the same generation")
 }
 
+// An ingress generation follows the sandbox's revision: updatedAt, else
+// createdAt; it differs between sandboxes of the same revision; a sandbox
+// that reports neither gets a random one, kept until it reports one.
+func TestIngressGenerationFollowsTheRevision(t *testing.T) {
+	var g ingressGenerations
+	const t1, t2 = "2026-01-01T00:00:00Z", "2026-01-02T00:00:00Z"
+	a := g.generation("a", &daytona.Sandbox{ID: "a", CreatedAt: t1, UpdatedAt: t2})
+	require.Len(t, a, 64)
+	require.Equal(t, a, g.generation("a", &daytona.Sandbox{ID: "a", CreatedAt: t2, UpdatedAt: t2}), "createdAt does not count while updatedAt is set")
+	require.NotEqual(t, a, g.generation("a", &daytona.Sandbox{ID: "a", CreatedAt: t1, UpdatedAt: t1}), "a new updatedAt is a new revision")
+	created := g.generation("c", &daytona.Sandbox{ID: "c", CreatedAt: t1})
+	require.Equal(t, created, g.generation("c", &daytona.Sandbox{ID: "c", CreatedAt: t1}))
+	require.NotEqual(t, created, g.generation("c", &daytona.Sandbox{ID: "c", CreatedAt: t2}), "without updatedAt, createdAt is the revision")
+	require.NotEqual(t, g.generation("x", &daytona.Sandbox{ID: "x", UpdatedAt: t1}), g.generation("y", &daytona.Sandbox{ID: "y", UpdatedAt: t1}),
+		"two sandboxes of one revision")
+
+	none := g.generation("n", &daytona.Sandbox{ID: "n"})
+	require.Equal(t, none, g.generation("n", &daytona.Sandbox{ID: "n"}), "kept while no revision is reported")
+	var other ingressGenerations
+	require.NotEqual(t, none, other.generation("n", &daytona.Sandbox{ID: "n"}), "random, not derived from the id alone")
+	require.NotEqual(t, none, g.generation("n", &daytona.Sandbox{ID: "n", UpdatedAt: t1}), "replaced once a revision is reported")
+}
+
 // Template names are cut to maxTemplateName characters, and a cut never
 // ends on a dash.
 func TestTemplateNameAtTheLimit(t *testing.T) {

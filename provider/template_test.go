@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"fmt"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"strings"
 	"testing"
@@ -68,6 +69,42 @@ func TestCaptureTemplateFromALiveSetupSandbox(t *testing.T) {
 	require.EqualError(t, err, "Cannot capture a Daytona template without a setup sandbox lease.")
 }
 
+// A capture whose snapshot ends in error or build_failed fails with
+// Daytona's reason ("unknown error" without one); each ref flag of the
+// metadata reports its own ref, absent or given.
+func TestCaptureTemplateFailuresAndRefFlags(t *testing.T) {
+	e := newTestEnv(t, nil)
+	s, err := e.startSetup()
+	require.NoError(t, err)
+	id := *s.ProviderLeaseID
+	for i, c := range []struct{ state, reason, want string }{
+		{"error", `,"errorReason":"no space left"`, "failed: no space left"},
+		{"build_failed", `,"errorReason":""`, "failed: unknown error"},
+		{"error", ``, "failed: unknown error"},
+	} {
+		name := fmt.Sprintf("broken-%d", i)
+		f := e.srv.Inject(daytonatest.Fault{Method: "GET", Route: "/snapshots/{id}", Status: 200,
+			Body: `{"id":"sn-` + name + `","name":"` + name + `","state":"` + c.state + `"` + c.reason + `}`})
+		_, err := e.call("environmentCaptureTemplate", e.setupParams(id, "templateLabel", name))
+		f.Remove()
+		require.EqualError(t, err, "Daytona snapshot "+name+" "+c.want, c.state)
+	}
+	for _, c := range []struct {
+		params       []any
+		source, prev bool
+	}{
+		{nil, false, false},
+		{[]any{"sourceTemplateRef", "s-ref"}, true, false},
+		{[]any{"previousTemplateRef", "p-ref"}, false, true},
+	} {
+		raw, err := e.call("environmentCaptureTemplate", e.setupParams(id, c.params...))
+		require.NoError(t, err)
+		md := decode[rpc.CaptureResult](t, raw).Metadata
+		require.Equal(t, c.source, md["sourceTemplateRefRedacted"], "%v", c.params)
+		require.Equal(t, c.prev, md["previousTemplateRefRedacted"], "%v", c.params)
+	}
+}
+
 // TestDestroyWaitsForAnInFlightCapture: a destroy of the setup sandbox
 // waits until a capture in progress ends (reference test 142).
 func TestDestroyWaitsForAnInFlightCapture(t *testing.T) {
@@ -114,6 +151,20 @@ func TestDeleteSnapshotTemplates(t *testing.T) {
 	require.EqualError(t, err, "Daytona can delete snapshot templates only, not image.")
 	_, err = e.call("environmentDeleteTemplate", with(e.base(nil), "templateRef", " "))
 	require.ErrorContains(t, err, "without a template reference")
+
+	// A refused delete is an error, not "deleted" or "missing", and the
+	// snapshot stays; the ref is trimmed.
+	_, err = e.call("environmentCaptureTemplate", e.setupParams(*s.ProviderLeaseID, "templateLabel", "kept"))
+	require.NoError(t, err)
+	f := e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: "/snapshots/{id}", Status: 400, Body: `{"statusCode":400,"message":"snapshot in use"}`})
+	_, err = e.call("environmentDeleteTemplate", with(e.base(nil), "templateRef", " kept "))
+	f.Remove()
+	require.ErrorIs(t, err, daytona.ErrBadRequest)
+	require.Len(t, e.srv.Snapshots(), 1)
+	raw, err = e.call("environmentDeleteTemplate", with(e.base(nil), "templateRef", " kept "))
+	require.NoError(t, err)
+	require.Equal(t, true, decode[rpc.DeleteTemplateResult](t, raw).Deleted)
+	require.Empty(t, e.srv.Snapshots())
 }
 
 // TestCaptureTemplateWithHostileParams: an absurd timeout is bounded to a
