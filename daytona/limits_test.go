@@ -163,6 +163,32 @@ func TestRetryLimitsAtTheLimit(t *testing.T) {
 	_, _, err = f.c.Sandboxes.Get(t.Context(), "31")
 	require.ErrorIs(t, err, ErrRateLimited, "one second over the cap is returned")
 	require.EqualValues(t, 3, n.Load())
+
+	// The default cap is 60 s (sample-5 bug 29 made it 30 s) and the
+	// default retry count 3.
+	f = newFixture(t)
+	n.Store(0)
+	f.handle("GET /api/sandbox/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1)%2 == 1 {
+			w.Header().Set("Retry-After", r.PathValue("id"))
+			apiError(w, 429, "Rate limit exceeded")
+			return
+		}
+		writeJSON(w, 200, sandboxJSON(r.PathValue("id"), "x", StateStarted))
+	})
+	_, _, err = f.c.Sandboxes.Get(t.Context(), "60")
+	require.NoError(t, err, "the default cap is waited for")
+	require.Equal(t, []time.Duration{60 * time.Second}, f.sleepsSeen())
+	_, _, err = f.c.Sandboxes.Get(t.Context(), "61")
+	require.ErrorIs(t, err, ErrRateLimited, "one second over the default cap")
+	var down atomic.Int32
+	f.handle("GET /api/sandbox/down", func(w http.ResponseWriter, r *http.Request) {
+		down.Add(1)
+		w.WriteHeader(503)
+	})
+	_, _, err = f.c.Sandboxes.Get(t.Context(), "down")
+	require.ErrorIs(t, err, ErrServer)
+	require.EqualValues(t, 4, down.Load(), "the default: 3 retries after the first attempt")
 }
 
 // Retry-After in seconds is taken below 10^6 s; larger values are ignored

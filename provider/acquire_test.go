@@ -135,6 +135,7 @@ func TestCreateHangSpendsBudgetAndReportsEnvelope(t *testing.T) {
 	require.Equal(t, "create", ce.Diagnostic.Phase)
 	require.EqualValues(t, 400, ce.Diagnostic.BudgetMs)
 	require.Empty(t, ce.Envelope.ObservedProviderLeaseID, "uncertain create: nothing observed")
+	require.Equal(t, 1, e.d.idle.report().UncertainCleanups, "the pending cleanup keeps the worker awake")
 	// The late result started nothing and deleted nothing.
 	require.Zero(t, e.srv.CountRequests("POST", "/process/execute"))
 	require.Zero(t, e.srv.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
@@ -150,6 +151,7 @@ func TestCreateHangSpendsBudgetAndReportsEnvelope(t *testing.T) {
 	require.Equal(t, "Daytona lease acquisition timed out; allocation cleanup is pending", ce.Message)
 	require.Equal(t, "create", ce.Diagnostic.Phase)
 	require.Empty(t, ce.Envelope.ObservedProviderLeaseID, "uncertain create: nothing observed")
+	require.Equal(t, 1, e.d.idle.report().UncertainCleanups, "until the host resolves it")
 	env := ce.Envelope
 	p := map[string]any{"driverKey": "daytona", "companyId": "company-1", "environmentId": "env-1", "config": e.cfg,
 		"providerLeaseId": env.ProviderLeaseID, "leaseMetadata": map[string]any{"failedCreateCleanup": env}}
@@ -398,4 +400,5 @@ func TestCreatedButNotStartedWhenTheBudgetRunsOutIsObserved(t *testing.T) {
 	require.Len(t, live, 1)
 	require.NotEqual(t, "started", live[0].State)
 	require.Equal(t, live[0].ID, ce.Envelope.ObservedProviderLeaseID)
+	require.Equal(t, 1, e.d.idle.report().UncertainCleanups, "the pending cleanup keeps the worker awake (sample-5 bug 1)")
 }

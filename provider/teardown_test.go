@@ -492,6 +492,26 @@ func TestDestroyWaitsOutATransitionInProgress(t *testing.T) {
 	e.expectLive()
 }
 
+// A sandbox that answers 404 while the destroy waits out a transition
+// (Daytona's own deletion raced it, or a read saw it gone) is no failure:
+// the delete is tried again, and its answer decides. (Sample-5 bug 3: the
+// wait's 404 failed the destroy.)
+func TestDestroyWaitingOutATransitionTakesANotFoundAsGone(t *testing.T) {
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
+	release := e.srv.HoldTransitions(id)
+	require.NoError(t, e.srv.StopSandbox(id))
+	e.srv.ResetRequests()
+	done := e.async("environmentDestroyLease", e.leaseParams(l, nil))
+	e.awaitRequests("DELETE", rSandbox, 1)
+	gone := e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Status: 404, Times: 1})
+	require.NoError(t, e.srv.Await(t.Context(), func() bool { return gone.Hits() > 0 }))
+	release()
+	r := wait(t, done)
+	e.requireReceipt(r.raw, r.err, id, "destroyed")
+	require.GreaterOrEqual(t, e.srv.CountRequests("DELETE", rSandbox), 2, "the delete was tried again")
+	e.expectLive()
+}
+
 // --- teardowns racing Daytona's own transitions ---
 
 func TestReusableReleaseDuringAnAutoStopKeepsTheSandbox(t *testing.T) {

@@ -4,6 +4,7 @@ package rpc
 // docs/testing.md that no test caught.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -24,6 +25,31 @@ func TestWireErrorTakesTheCodeOfACodedError(t *testing.T) {
 	require.EqualValues(t, CodeInvalidParams, wireError(fmt.Errorf("context: %w", codedErr{CodeInvalidParams})).Code)
 	require.EqualValues(t, CodeWorkerError, wireError(errors.New("plain")).Code)
 	require.Equal(t, "typed failure", wireError(codedErr{-32002}).Message)
+}
+
+type dataErr struct{ data any }
+
+func (e dataErr) Error() string { return "with data" }
+func (e dataErr) RPCData() any  { return e.data }
+
+// error.data comes from an *Error's own Data, else from a DataCarrier in
+// the chain (a typed error of another package: the cleanup envelope, the
+// sync-out diagnostic), wrapped or not; an *Error's own Data wins over a
+// carrier it wraps; nothing at all sends no data. (Sample-5 bug 24: the
+// carrier consulted only when Data was set.)
+func TestWireErrorData(t *testing.T) {
+	require.JSONEq(t, `{"k":1}`, string(wireError(dataErr{map[string]int{"k": 1}}).Data))
+	require.JSONEq(t, `{"k":2}`, string(wireError(fmt.Errorf("sync: %w", dataErr{map[string]int{"k": 2}})).Data))
+	own := &Error{Code: -32002, Message: "own", Data: map[string]int{"own": 1}}
+	require.JSONEq(t, `{"own":1}`, string(wireError(own).Data))
+	require.JSONEq(t, `{"own":1}`, string(wireError(errors.Join(own, dataErr{map[string]int{"k": 3}})).Data), "an *Error's own data first")
+	require.JSONEq(t, `{"k":4}`, string(wireError(errors.Join(&Error{Code: -32002, Message: "no data"}, dataErr{map[string]int{"k": 4}})).Data),
+		"an *Error without data takes the carrier's")
+	require.Nil(t, wireError(errors.New("plain")).Data)
+	require.Nil(t, wireError(dataErr{nil}).Data, "a carrier without data sends none")
+	b, err := json.Marshal(wireError(errors.New("plain")))
+	require.NoError(t, err)
+	require.JSONEq(t, fmt.Sprintf(`{"code":%d,"message":"plain"}`, CodeWorkerError), string(b), "no data member at all")
 }
 
 // The library's log lines lose their line ending, CRLF included.

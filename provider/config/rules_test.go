@@ -61,6 +61,13 @@ func TestEachResourceAloneCounts(t *testing.T) {
 
 		_, err = RuntimeCreateSource(mustParse(t, `{"`+r+`":1}`))
 		assert.ErrorIs(t, err, ErrResourcesRequireImage, "%s alone without an image", r)
+
+		// Config validation says the same, for each alone.
+		assert.Empty(t, Validate(json.RawMessage(`{"apiKey":"k","image":"node:20","`+r+`":1}`), nil), "%s alone with an image", r)
+		for _, src := range []string{``, `"snapshot":"snap",`} {
+			assert.Equal(t, []string{MsgResourcesRequireImage}, Validate(json.RawMessage(`{"apiKey":"k",`+src+`"`+r+`":1}`), nil),
+				"%s alone without an image (%s)", r, src)
+		}
 	}
 }
 
