@@ -2,7 +2,7 @@
 GO ?= go
 BIN := bin/daytona-worker
 
-.PHONY: build test stress package demo bench fuzz live fidelity mutate clean
+.PHONY: build test stress package demo bench fuzz live fidelity mutate dropcond clean
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/daytona-worker
@@ -52,6 +52,12 @@ fuzz:
 # survivors and the score. Not part of CI; docs/testing.md says how to read it.
 mutate:
 	bash scripts/mutate.sh
+
+# Dropped-condition mutants (each operand of each && and ||) in DIRS (default:
+# rpc cleanup), only on lines changed since BASE when it is set; bounded by
+# MUTATE_BUDGET (default 20m). docs/testing.md#dropped-conditions-make-dropcond.
+dropcond:
+	$(GO) run ./internal/tools/dropcond $(if $(BASE),-base $(BASE)) -budget $(or $(MUTATE_BUDGET),20m) $(or $(DIRS),rpc cleanup)
 
 clean:
 	rm -rf bin dist npm/bin npm/manifest.js npm/*.tgz

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -300,4 +301,34 @@ func TestStatusSentinelsByCode(t *testing.T) {
 		}
 	}
 	assert.ErrorIs(t, &ErrorResponse{StatusCode: 400, Code: "REQUEST_TIMEOUT"}, ErrTimeout, "the code names a timeout too")
+}
+
+// The default back-offs: a state poll starts at 100 ms and grows by a
+// tenth up to 1 s, never randomised and never giving up on its own (the
+// caller's deadline is the budget); a retry starts around 250 ms (±50 %)
+// and grows up to 5 s, also without an elapsed-time limit of its own.
+func TestDefaultBackOffs(t *testing.T) {
+	t.Parallel()
+	poll := defaultPollBackOff()
+	poll.Reset()
+	want := 100 * time.Millisecond
+	for i := range 40 {
+		got := poll.NextBackOff()
+		require.InDelta(t, float64(want), float64(got), float64(time.Millisecond), "poll %d", i)
+		want = min(time.Duration(float64(want)*1.1), time.Second)
+	}
+	require.Equal(t, time.Second, poll.NextBackOff(), "capped at 1 s")
+
+	retry := defaultRetryBackOff()
+	retry.Reset()
+	first := retry.NextBackOff()
+	require.GreaterOrEqual(t, first, 125*time.Millisecond)
+	require.LessOrEqual(t, first, 375*time.Millisecond)
+	var last time.Duration
+	for range 60 {
+		last = retry.NextBackOff()
+		require.NotEqual(t, backoff.Stop, last, "no elapsed-time limit")
+	}
+	require.GreaterOrEqual(t, last, 2500*time.Millisecond)
+	require.LessOrEqual(t, last, 7500*time.Millisecond, "capped at 5 s ±50 %")
 }

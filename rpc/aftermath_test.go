@@ -59,3 +59,24 @@ func TestTrimNL(t *testing.T) {
 		require.Equal(t, want, string(trimNL([]byte(in))), "%q", in)
 	}
 }
+
+// errors.Is with an *Error target matches on the code, and on the message
+// too unless the target's is empty (a sentinel such as ErrInvalidParams
+// matches every message of its code).
+func TestErrorIsMatchesCodeAndMessage(t *testing.T) {
+	e := &Error{Code: CodeInvalidParams, Message: "bad x"}
+	for _, c := range []struct {
+		target *Error
+		want   bool
+	}{
+		{&Error{Code: CodeInvalidParams}, true},
+		{&Error{Code: CodeInvalidParams, Message: "bad x"}, true},
+		{&Error{Code: CodeInvalidParams, Message: "bad y"}, false},
+		{&Error{Code: CodeWorkerError, Message: "bad x"}, false},
+		{&Error{Code: CodeWorkerError}, false},
+	} {
+		require.Equal(t, c.want, errors.Is(fmt.Errorf("call: %w", e), c.target), "%+v", c.target)
+	}
+	require.ErrorIs(t, e, ErrInvalidParams)
+	require.False(t, errors.Is(e, errors.New("bad x")), "only an *Error target")
+}

@@ -75,3 +75,27 @@ func TestRegisterOrderedKeepsArrivalOrder(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, want, taken)
 }
+
+// A take that returns no continuation answers null at once; a take that
+// fails answers its error at once even when it also returned a
+// continuation, which never runs.
+func TestRegisterOrderedTakeWithoutAContinuation(t *testing.T) {
+	reg := NewRegistry()
+	ran := make(chan struct{}, 1)
+	reg.RegisterOrdered("take", TypedOrdered(func(_ context.Context, p struct{ Fail bool }) (Continuation, error) {
+		if !p.Fail {
+			return nil, nil
+		}
+		return func(context.Context) (any, error) { ran <- struct{}{}; return "ran", nil }, InvalidParams("refused")
+	}))
+	p := startPeer(t, reg, Options{})
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"take","params":{"Fail":false}}`)
+	resp := p.recv()
+	require.Contains(t, resp, "result")
+	require.Nil(t, resp["result"])
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"take","params":{"Fail":true}}`)
+	require.Equal(t, int64(CodeInvalidParams), errCode(t, p.recv()))
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"take","params":{"Fail":false}}`)
+	require.Contains(t, p.recv(), "result", "still serving")
+	require.Empty(t, ran, "the refused take's continuation never ran")
+}

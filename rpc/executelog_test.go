@@ -74,6 +74,16 @@ func TestExecuteLogNeedsInvocation(t *testing.T) {
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"execute"}`)
 	require.Contains(t, p.recv()["error"].(map[string]any)["message"], "paperclipInvocation")
 	require.ErrorIs(t, ExecuteLog(context.Background(), Stdout, "x"), ErrNotServing)
+
+	// A server that has no connection (yet, or any more) is not serving;
+	// a serving one without a request in the context needs the invocation.
+	require.ErrorIs(t, ExecuteLog(context.WithValue(context.Background(), serverKey{}, &server{}), Stdout, "x"), ErrNotServing)
+	reg.Register("detached", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		detached := context.WithValue(context.Background(), serverKey{}, ctx.Value(serverKey{}))
+		return nil, ExecuteLog(detached, Stdout, "x")
+	})
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"detached"}`)
+	require.Contains(t, p.recv()["error"].(map[string]any)["message"], "paperclipInvocation")
 }
 
 func TestSplitChars(t *testing.T) {

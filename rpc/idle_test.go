@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,12 @@ func TestIdleHoldSealsAndReleases(t *testing.T) {
 	waitFor(t, func() bool {
 		return ip.call("health", `{}`)["error"] == nil
 	}, "the released worker serves again")
+
+	// shutdown is not held (sent last: it ends the session).
+	require.Equal(t, "none", ip.prepare("owner-4", exp))
+	m = ip.call("shutdown", `{}`)
+	require.Contains(t, m, "result", "shutdown is answered while held: %v", m)
+	require.Nil(t, m["error"])
 }
 
 // A hold ends by itself at its expiry; holds the SDK would refuse are
@@ -182,4 +189,25 @@ func TestIdleMethodsOnlyWithIdleWork(t *testing.T) {
 	p.send(`{"jsonrpc":"2.0","id":2,"method":"prepareIdleSleep","params":{}}`)
 	require.Equal(t, CodeMethodNotFound, errCode(t, p.recv()))
 	require.False(t, strings.Contains(fmt.Sprint(m), "releaseIdleSleep"))
+}
+
+// prepare on its own: an expiry the wire cannot carry (NaN, ±Inf) is
+// "unknown", a worker that cannot inspect its work is "present", and a
+// release with no hold granted is a no-op.
+func TestIdlePrepareEdges(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	d := &idleDrain{now: func() time.Time { return now }}
+	nowMs := float64(now.UnixMilli())
+	none := func() IdleWork { return IdleNone }
+	for _, exp := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		require.Equal(t, IdleUnknown, d.prepare(idleParams{OwnerID: "o", ExpiresAt: exp}, true, none), "%v", exp)
+	}
+	require.Nil(t, d.hold)
+	require.Equal(t, IdlePresent, d.prepare(idleParams{OwnerID: "o", ExpiresAt: nowMs + 1000}, true, nil))
+	require.Equal(t, IdlePresent, d.prepare(idleParams{OwnerID: "o", ExpiresAt: nowMs + 1000}, false, none))
+	require.Nil(t, d.hold)
+	d.release("o")
+	require.Nil(t, d.hold)
+	require.Equal(t, IdleNone, d.prepare(idleParams{OwnerID: "o", ExpiresAt: nowMs + 1000}, true, none))
+	require.NotNil(t, d.hold)
 }

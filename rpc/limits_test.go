@@ -3,9 +3,11 @@ package rpc
 import (
 	"bytes"
 	"errors"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/require"
 )
@@ -56,6 +58,46 @@ func TestFrameLimitAtTheLimit(t *testing.T) {
 			require.True(t, errors.As(err, &tl), "want an over-limit error, got %v", err)
 			require.Nil(t, line)
 		})
+	}
+}
+
+// A read error inside an over-limit line is the read error, not the
+// over-limit one: the stream is broken, not the frame. An over-limit line
+// the input ends inside is over the limit.
+func TestReadErrorInsideAnOverLimitLine(t *testing.T) {
+	broken := errors.New("pipe broken")
+	in := io.MultiReader(strings.NewReader(strings.Repeat("x", 200)), iotest.ErrReader(broken))
+	s := newStream(in, &bytes.Buffer{}, 64, slog.New(slog.DiscardHandler))
+	_, err := s.readLine()
+	require.ErrorIs(t, err, broken)
+	var tl *errLineTooLong
+	require.False(t, errors.As(err, &tl))
+
+	_, err = readOne(t, strings.Repeat("x", 200), 64)
+	require.True(t, errors.As(err, &tl), "want an over-limit error, got %v", err)
+
+	// Under the limit too: what came before the error is no line.
+	s = newStream(io.MultiReader(strings.NewReader(`{"id":1`), iotest.ErrReader(broken)), &bytes.Buffer{}, 64, slog.New(slog.DiscardHandler))
+	line, err := s.readLine()
+	require.ErrorIs(t, err, broken)
+	require.Nil(t, line)
+}
+
+// The id of an over-limit line is sniffed only when it is one the
+// protocol allows (a string or a number) and at the top level.
+func TestSniffIDTakesOnlyAValidTopLevelID(t *testing.T) {
+	for prefix, want := range map[string]string{
+		`{"jsonrpc":"2.0","id":7,"params":{"pad":"`:      `7`,
+		`{"id":"a-1","params":`:                          `"a-1"`,
+		`{"id":{"x":1},"params":{"pad":"`:                ``,
+		`{"id":[1],"params":`:                            ``,
+		`{"id":null,"params":`:                           ``,
+		`{"id":true,"params":`:                           ``,
+		`{"params":{"id":9},"pad":"`:                     ``,
+		`["id",9,`:                                       ``,
+		`{"method":"x","params":{"pad":"` + "xxxxxxxxxx": ``,
+	} {
+		require.Equal(t, want, string(sniffID([]byte(prefix))), prefix)
 	}
 }
 

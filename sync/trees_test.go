@@ -469,6 +469,34 @@ func TestSyncInMappingMadeWritableOpensTheTarget(t *testing.T) {
 	}
 }
 
+// A directory syncOut into a host target that does not exist yet makes it
+// 0755, or the mapping's mode when it has one, whatever mode the sandbox
+// directory has. (Sample-5 bug 22: the default became 0700.)
+func TestSyncOutNewHostTargetMode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src := filepath.Join(e.root, "modes")
+	writeFile(t, filepath.Join(src, "a.txt"), "a", 0o644)
+	require.NoError(t, os.Chmod(src, 0o711))
+	host := t.TempDir()
+	for _, c := range []struct {
+		mode *uint32
+		want fs.FileMode
+	}{{nil, 0o755}, {new(uint32(0o750)), 0o750}} {
+		for _, o := range []Options{{Delta: DeltaOff}, {}} {
+			dst := filepath.Join(host, fmt.Sprintf("out-%o-%s", c.want, o.Delta))
+			m := dirMapping(e.root+"/modes", dst)
+			m.Mode = c.mode
+			_, err := e.syncOut(t, o, m)
+			require.NoError(t, err)
+			fi, err := os.Stat(dst)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, fi.Mode().Perm(), dst)
+			assert.Equal(t, "a", readFile(t, filepath.Join(dst, "a.txt")))
+		}
+	}
+}
+
 // Files that end in zeros (or are nothing but zeros) arrive whole: the host
 // writer seeks over all-zero blocks, so a file whose last block is one must
 // still be cut to its length (sample-4 bug 19 left them short), through a
