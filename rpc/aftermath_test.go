@@ -4,6 +4,7 @@ package rpc
 // docs/testing.md that no test caught.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,4 +80,29 @@ func TestErrorIsMatchesCodeAndMessage(t *testing.T) {
 	}
 	require.ErrorIs(t, e, ErrInvalidParams)
 	require.False(t, errors.Is(e, errors.New("bad x")), "only an *Error target")
+}
+
+// Registering without a name, without a handler, or twice is a
+// programming error: it panics at once instead of failing requests later.
+func TestRegisterRefusesProgrammingErrors(t *testing.T) {
+	h := func(context.Context, json.RawMessage) (any, error) { return nil, nil }
+	reg := NewRegistry()
+	require.Panics(t, func() { reg.Register("", h) })
+	require.Panics(t, func() { reg.Register("m", nil) })
+	reg.Register("m", h)
+	require.Panics(t, func() { reg.Register("m", h) })
+}
+
+// A typed handler takes absent params and null as its params' zero
+// value; anything else is decoded, and a wrong shape is invalid params.
+func TestTypedParamsAbsentOrNull(t *testing.T) {
+	type params struct{ N int }
+	h := Typed(func(_ context.Context, p params) (int, error) { return p.N, nil })
+	for raw, want := range map[string]any{"": 0, "null": 0, `{"N":3}`: 3} {
+		got, err := h(context.Background(), json.RawMessage(raw))
+		require.NoError(t, err, "%q", raw)
+		require.Equal(t, want, got, "%q", raw)
+	}
+	_, err := h(context.Background(), json.RawMessage(`[1]`))
+	require.ErrorIs(t, err, ErrInvalidParams)
 }

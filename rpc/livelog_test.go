@@ -169,3 +169,28 @@ func TestLogSinkStopsAfterTheHostRefuses(t *testing.T) {
 	s.Close(false)
 	require.Equal(t, 1, calls)
 }
+
+// Output written after the host refused more, or after Close, is dropped
+// at once: nothing gathers in memory that will never be sent.
+func TestLogSinkKeepsNothingAfterItsEnd(t *testing.T) {
+	refused := NewLiveLog(context.Background())
+	refused.send = func(context.Context, LogStream, string) error { return errors.New("answered") }
+	require.NoError(t, refused.Write("stdout", "a")) // quiet until now: sent at once, and refused
+	require.NoError(t, refused.Write("stdout", strings.Repeat("b", 1000)))
+	refused.mu.Lock()
+	require.True(t, refused.failed)
+	require.Zero(t, refused.size)
+	require.Empty(t, refused.pending)
+	refused.mu.Unlock()
+
+	closed := NewLiveLog(context.Background())
+	sent := 0
+	closed.send = func(context.Context, LogStream, string) error { sent++; return nil }
+	closed.Close(false)
+	require.NoError(t, closed.Write("stdout", strings.Repeat("c", 1000)))
+	closed.mu.Lock()
+	require.Zero(t, closed.size)
+	require.Empty(t, closed.pending)
+	closed.mu.Unlock()
+	require.Zero(t, sent, "nothing is sent after Close")
+}

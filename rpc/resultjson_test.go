@@ -24,13 +24,14 @@ func encodeReference(t *testing.T, id json.RawMessage, r ExecuteResult) []byte {
 
 // TestResultFrameMatchesEncodingJSON: the hand-written execute result
 // frame is byte for byte what encoding/json writes, for every kind of
-// text (escapes, control characters, U+2028/9, invalid UTF-8, astral
-// characters, eight-byte runs cut at every offset) and every field.
+// text (escapes, control characters, U+2028/9, invalid UTF-8 and a
+// literal U+FFFD, astral characters, eight-byte runs cut at every
+// offset) and every field.
 func TestResultFrameMatchesEncodingJSON(t *testing.T) {
 	texts := []string{"", "hi\n", "a\"b\\c", "\x00\x01\x08\x0c\x1f\x7f", "<>&", "\u2028x\u2029", "\xff\xfe a \xc3", "é🙂☃",
-		"\r\n\t", strings.Repeat("abcdefgh", 9) + "\"", "1234567\n" + strings.Repeat("z", 17)}
+		"\r\n\t", "a\ufffdb", strings.Repeat("abcdefgh", 9) + "\"", "1234567\n" + strings.Repeat("z", 17)}
 	rng := rand.New(rand.NewPCG(1, 2))
-	alphabet := []string{"a", "\n", "\"", "\\", "\x01", "\u2028", "é", "🙂", "\xff", "<", " ", "x", "\x7f"}
+	alphabet := []string{"a", "\n", "\"", "\\", "\x01", "\u2028", "é", "🙂", "\xff", "\ufffd", "<", " ", "x", "\x7f"}
 	for range 300 {
 		var b strings.Builder
 		for range rng.IntN(40) {
