@@ -106,3 +106,24 @@ func TestTypedParamsAbsentOrNull(t *testing.T) {
 	_, err := h(context.Background(), json.RawMessage(`[1]`))
 	require.ErrorIs(t, err, ErrInvalidParams)
 }
+
+// The handler tracker: close's channel is closed only once the last
+// handler in flight is done, not when any one of them is; after close no
+// handler is admitted.
+func TestTrackerDrainsOnlyWhenTheLastHandlerIsDone(t *testing.T) {
+	var tr tracker
+	require.True(t, tr.add())
+	require.True(t, tr.add())
+	idle := tr.close()
+	require.False(t, tr.add(), "closed: nothing more admitted")
+	tr.done()
+	select {
+	case <-idle:
+		t.Fatal("drained with a handler still running")
+	default:
+	}
+	tr.done()
+	<-idle
+	var none tracker
+	<-none.close() // nothing in flight: drained at once
+}

@@ -72,7 +72,10 @@ func TestSpanRecordForTracedRequestsOnly(t *testing.T) {
 	// Untraced: no traceparent, or a traceparent without an invocation id
 	// to echo. The late span of the first request is not sent either: the
 	// first frame out is each response.
-	for i, inv := range []string{`"paperclipInvocation":{"id":"inv-2"}`, `"paperclipInvocation":{"traceparent":"` + tp + `"}`} {
+	// A traceparent in another member is not the invocation's.
+	for i, inv := range []string{`"paperclipInvocation":{"id":"inv-2"}`, `"paperclipInvocation":{"traceparent":"` + tp + `"}`,
+		`"other":{"traceparent":"` + tp + `"},"paperclipInvocation":{"id":"inv-4"}`,
+		`"paperclipInvocation":{"id":"inv-5"},"zother":{"traceparent":"` + tp + `"}`} {
 		id := json.Number(string(rune('2' + i)))
 		p.send(`{"jsonrpc":"2.0","id":` + id.String() + `,"method":"work",` + inv + `}`)
 		m := p.recv()
