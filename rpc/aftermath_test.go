@@ -127,3 +127,30 @@ func TestTrackerDrainsOnlyWhenTheLastHandlerIsDone(t *testing.T) {
 	var none tracker
 	<-none.close() // nothing in flight: drained at once
 }
+
+// Sanitize keeps each field only inside the host's allowlist, each bound
+// at the bound and one past it, and reports whether anything but an
+// unknown errorCode is left (any one field alone is enough).
+func TestSyncDiagnosticSanitizeAtTheLimits(t *testing.T) {
+	for status, kept := range map[int]bool{399: false, 400: true, 599: true, 600: false} {
+		d, _ := SyncErrorDiagnostic{ErrorCode: "EIO", HTTPStatus: status}.Sanitize()
+		require.Equal(t, kept, d.HTTPStatus == status, "httpStatus %d", status)
+	}
+	for code, kept := range map[int]bool{0: false, 1: true, 255: true, 256: false, -1: false} {
+		d, _ := SyncErrorDiagnostic{ErrorCode: "EIO", ExitCode: code}.Sanitize()
+		require.Equal(t, kept, d.ExitCode == code && code != 0, "exitCode %d", code)
+	}
+	for _, d := range []SyncErrorDiagnostic{
+		{ErrorCode: "EIO"}, {ErrorCode: "nope", HTTPStatus: 500}, {ErrorCode: "nope", ExitCode: 2},
+		{ErrorCode: "nope", TransferStep: "archive_extract"}, {ErrorCode: "nope", TransferFailureKind: "command_failed"},
+	} {
+		got, ok := d.Sanitize()
+		require.True(t, ok, "%+v alone is a diagnostic", d)
+		if d.ErrorCode == "nope" {
+			require.Equal(t, "unknown", got.ErrorCode)
+		}
+	}
+	got, ok := SyncErrorDiagnostic{ErrorCode: "nope", HTTPStatus: 200, ExitCode: 300, TransferStep: "x", TransferFailureKind: "y"}.Sanitize()
+	require.False(t, ok, "nothing the host accepts")
+	require.Equal(t, SyncErrorDiagnostic{ErrorCode: "unknown"}, got)
+}
