@@ -86,6 +86,11 @@ func TestEnvelopePreCheckMakesNoProviderCall(t *testing.T) {
 		"another attempt's name": func() Envelope { x := env.Clone(); x.ProviderLeaseID = CreationName("other"); return x }(),
 		"another account":        env.Clone(),
 		"no attempt":             func() Envelope { x := env.Clone(); x.AttemptID = ""; return x }(),
+		"no attempt, the bare prefix as its name": func() Envelope {
+			x := env.Clone()
+			x.AttemptID, x.ProviderLeaseID, x.Labels[LabelCreateAttempt] = "", CreationNamePrefix, ""
+			return x
+		}(),
 	} {
 		account := fp
 		if name == "another account" {
@@ -96,4 +101,11 @@ func TestEnvelopePreCheckMakesNoProviderCall(t *testing.T) {
 		require.Len(t, te.Server.Requests(), before, "%s: no provider call", name)
 	}
 	require.True(t, alive(t, te, sb.ID))
+	before := len(te.Server.Requests())
+	require.ErrorIs(t, DestroyFailedCreation(ctx, te.Client.Sandboxes, fp, nil, Options{}), ErrOwnership, "no envelope")
+	require.Len(t, te.Server.Requests(), before)
+
+	// Verify refuses a sandbox record without an id, or none.
+	require.ErrorIs(t, Verify(nil, &env), ErrOwnership)
+	require.ErrorIs(t, Verify(&daytona.Sandbox{Name: env.ProviderLeaseID, Labels: env.Labels}, &env), ErrOwnership)
 }

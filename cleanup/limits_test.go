@@ -127,6 +127,12 @@ func TestLabelLimitsAtTheLimit(t *testing.T) {
 	require.True(t, destroyingName("DESTROYED_n_1", "n"))
 	require.False(t, destroyingName("DESTROYED_n_", "n"))
 	require.False(t, destroyingName("DESTROYED_nx1", "n"))
+	// The prefix, the name and the separator each must match.
+	require.False(t, destroyingName("DESTROYEX_n_1", "n"))
+	require.False(t, destroyingName("XESTROYED_n_1", "n"))
+	require.False(t, destroyingName("DESTROYED_m_1", "n"))
+	require.False(t, destroyingName("DESTROYED_nn_1", "n"))
+	require.True(t, destroyingName("DESTROYED_nn_1", "nn"))
 }
 
 // The sweep retries a delete refused with 409 exactly
