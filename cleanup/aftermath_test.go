@@ -6,6 +6,7 @@ package cleanup
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -108,4 +109,15 @@ func TestEnvelopePreCheckMakesNoProviderCall(t *testing.T) {
 	// Verify refuses a sandbox record without an id, or none.
 	require.ErrorIs(t, Verify(nil, &env), ErrOwnership)
 	require.ErrorIs(t, Verify(&daytona.Sandbox{Name: env.ProviderLeaseID, Labels: env.Labels}, &env), ErrOwnership)
+}
+
+// An envelope without a diagnostic sends no acquisitionDiagnostic member
+// at all (not a null one).
+func TestErrorWithoutDiagnosticSendsNone(t *testing.T) {
+	b, err := json.Marshal((&Error{Message: "pending", Envelope: envelope("a1")}).RPCData())
+	require.NoError(t, err)
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(b, &m))
+	require.NotContains(t, m, "acquisitionDiagnostic")
+	require.Contains(t, m, "cleanup")
 }
