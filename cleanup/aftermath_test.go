@@ -121,3 +121,38 @@ func TestErrorWithoutDiagnosticSendsNone(t *testing.T) {
 	require.NotContains(t, m, "acquisitionDiagnostic")
 	require.Contains(t, m, "cleanup")
 }
+
+// Owned takes a sandbox only with the whole label set, each value
+// well-formed, under its attempt's creation name: each part missing or
+// wrong alone makes it foreign, so a sweep never touches it.
+func TestOwnedNeedsEveryPart(t *testing.T) {
+	labels, err := OwnershipLabels("company-1", "env-1", "run-1", "attempt-1", true)
+	require.NoError(t, err)
+	owned := func(change func(sb *daytona.Sandbox)) bool {
+		sb := &daytona.Sandbox{ID: "sb-1", Name: CreationName("attempt-1"), Labels: map[string]string{}}
+		for k, v := range labels {
+			sb.Labels[k] = v
+		}
+		if change != nil {
+			change(sb)
+		}
+		return Owned(sb)
+	}
+	require.True(t, owned(nil))
+	require.False(t, Owned(nil))
+	for name, change := range map[string]func(sb *daytona.Sandbox){
+		"no id":               func(sb *daytona.Sandbox) { sb.ID = "" },
+		"no provider label":   func(sb *daytona.Sandbox) { delete(sb.Labels, LabelProvider) },
+		"another provider":    func(sb *daytona.Sandbox) { sb.Labels[LabelProvider] = "e2b" },
+		"no company":          func(sb *daytona.Sandbox) { delete(sb.Labels, LabelCompanyID) },
+		"no environment":      func(sb *daytona.Sandbox) { delete(sb.Labels, LabelEnvironmentID) },
+		"no attempt":          func(sb *daytona.Sandbox) { delete(sb.Labels, LabelCreateAttempt) },
+		"no reuse flag":       func(sb *daytona.Sandbox) { delete(sb.Labels, LabelReuseLease) },
+		"a reuse flag of yes": func(sb *daytona.Sandbox) { sb.Labels[LabelReuseLease] = "yes" },
+		"a bad run id":        func(sb *daytona.Sandbox) { sb.Labels[LabelRunID] = "a/b" },
+		"another name":        func(sb *daytona.Sandbox) { sb.Name = CreationName("attempt-2") },
+	} {
+		require.False(t, owned(change), name)
+	}
+	require.True(t, owned(func(sb *daytona.Sandbox) { delete(sb.Labels, LabelRunID) }), "the run id is optional")
+}

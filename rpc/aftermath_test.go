@@ -4,10 +4,13 @@ package rpc
 // docs/testing.md that no test caught.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -153,4 +156,53 @@ func TestSyncDiagnosticSanitizeAtTheLimits(t *testing.T) {
 	got, ok := SyncErrorDiagnostic{ErrorCode: "nope", HTTPStatus: 200, ExitCode: 300, TransferStep: "x", TransferFailureKind: "y"}.Sanitize()
 	require.False(t, ok, "nothing the host accepts")
 	require.Equal(t, SyncErrorDiagnostic{ErrorCode: "unknown"}, got)
+}
+
+// A response from the host that answers nothing the worker asked (no id,
+// an id the protocol does not allow, an id that is not a span's) is
+// dropped without an answer: the next frame out answers the next request.
+func TestStrayResponsesAreDroppedUnanswered(t *testing.T) {
+	reg, _ := testRegistry()
+	p := startPeer(t, reg, Options{})
+	for i, line := range []string{
+		`{"jsonrpc":"2.0","result":1}`,
+		`{"jsonrpc":"2.0","id":{"x":1},"result":1}`,
+		`{"jsonrpc":"2.0","id":[1],"error":{"code":1,"message":"m"}}`,
+		`{"jsonrpc":"2.0","id":7,"result":1}`,
+	} {
+		p.send(line)
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":"after-%d","method":"health"}`, i))
+		require.Equal(t, fmt.Sprintf("after-%d", i), p.recv()["id"], "%s got an answer", line)
+	}
+}
+
+// Answers that went out log nothing at error level: only a broken output
+// is worth an operator's attention.
+func TestAnsweredRequestsLogNoError(t *testing.T) {
+	var logs safeBuffer
+	reg, _ := testRegistry()
+	p := startPeer(t, reg, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))})
+	for i := range 3 {
+		p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"health"}`, i))
+		require.Contains(t, p.recv(), "result")
+	}
+	require.Empty(t, logs.String())
+}
+
+// safeBuffer is a bytes.Buffer for concurrent writers.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -62,6 +62,8 @@ func TestBadFramesAnsweredAndServingContinues(t *testing.T) {
 		{`{"id":5,"method":"health"}`, json.Number("5"), CodeInvalidRequest},
 		{`{"jsonrpc":"1.0","id":"a","method":"health"}`, "a", CodeInvalidRequest},
 		{`{"foo":1}`, nil, CodeInvalidRequest}, // not 2.0, no method: not a notification to drop
+		{`{"jsonrpc":"2.0"}`, nil, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":"` + spanIDPrefix + `1"}`, spanIDPrefix + "1", CodeInvalidRequest}, // a span id, but no answer
 		{`{"jsonrpc":"2.0","id":{"x":1},"method":"health"}`, nil, CodeInvalidRequest},
 		{`{"jsonrpc":"2.0","id":null,"method":"health"}`, nil, CodeInvalidRequest},
 		{`{"jsonrpc":"2.0","id":6,"method":7}`, json.Number("6"), CodeInvalidRequest},
