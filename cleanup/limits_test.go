@@ -152,3 +152,21 @@ func TestSweepDeleteRefusedEveryTimeIsTriedThreeTimes(t *testing.T) {
 	require.Equal(t, 1+maxSweepDeleteRetries, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
 	require.True(t, alive(t, env, sb.ID))
 }
+
+// A sandbox that answers 404 while the sweep waits out a refused delete
+// is no failure: the delete is tried again and its answer decides (the
+// sweep's twin of provider's TestDestroyWaitingOutATransitionTakesANotFoundAsGone).
+func TestSweepDeleteWaitTakesANotFoundAsGone(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Status: 409, Times: 1,
+		Body: `{"statusCode":409,"message":"state change in progress"}`})
+	// The first read is the sweep's own re-read; the second, the wait's.
+	env.Server.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Status: 404, Skip: 1, Times: 1})
+	res := DeleteOrphans(ctx, env.Client.Sandboxes, []daytona.Sandbox{*sb}, SweepFilter{RunID: "run-1"}, 0, nil)
+	require.Len(t, res, 1)
+	require.NoError(t, res[0].Err)
+	require.Equal(t, 2, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
+	require.False(t, alive(t, env, sb.ID))
+}

@@ -179,4 +179,8 @@ func TestWarnings(t *testing.T) {
 	w := Warnings(mustParse(t, `{"image":"i","memory":16}`))
 	require.Len(t, w, 1)
 	assert.Contains(t, w[0], "memory 16")
+	// A memory that is not positive is an error of its own
+	// (MsgMemoryNotPositive), not also a warning.
+	assert.Empty(t, Warnings(mustParse(t, `{"image":"i","memory":0}`)))
+	assert.Empty(t, Warnings(mustParse(t, `{"image":"i","memory":-1}`)))
 }
