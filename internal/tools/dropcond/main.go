@@ -1,15 +1,8 @@
-// Command dropcond is mutation testing for dropped conditions, the kind of
-// bug gremlins (make mutate) does not plant and hand-planted samples find
-// most often: every && or || in a package's non-test Go files is replaced
-// by one of its operands, one mutant at a time, and the package's tests
-// run against each (docs/testing.md#dropped-conditions-make-dropcond).
-//
-//	go run ./internal/tools/dropcond [-base REV] [-budget 20m] DIR...
-//
-// With -base only the conditions on lines changed since REV are mutated.
-// A mutant the tests pass with is printed LIVED: a condition whose operand
-// no test needs. The source file is restored after every mutant, and on
-// an interrupt.
+// Command dropcond is mutation testing for dropped conditions, the kind
+// of change gremlins (make mutate) does not make: it replaces each && or
+// || of a package's non-test files by one of its operands, one at a time,
+// runs the package's tests against each, and prints the survivors
+// (docs/testing.md#dropped-conditions-make-dropcond; run by make dropcond).
 package main
 
 import (
@@ -22,7 +15,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
+	osexec "os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
@@ -109,6 +102,9 @@ func changedLines(diff []byte) map[int]bool {
 	return lines
 }
 
+// main: dropcond [-base REV] [-budget 20m] DIR... With -base only the
+// conditions on lines changed since REV are mutated. Each source file is
+// restored after every mutant, and on an interrupt.
 func main() {
 	base := flag.String("base", "", "mutate only the lines changed since this revision")
 	budget := flag.Duration("budget", 20*time.Minute, "wall-clock bound of the whole run")
@@ -157,7 +153,7 @@ func main() {
 
 // goTest runs the tests of the package in dir, failing fast, within limit.
 func goTest(ctx context.Context, dir string, limit time.Duration) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-failfast", "-timeout", limit.String(), "./"+filepath.ToSlash(dir))
+	cmd := osexec.CommandContext(ctx, "go", "test", "-count=1", "-failfast", "-timeout", limit.String(), "./"+filepath.ToSlash(dir))
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -172,7 +168,7 @@ func runFile(ctx context.Context, dir, file, base string, limit time.Duration) (
 	}
 	var keep func(int) bool
 	if base != "" {
-		diff, err := exec.Command("git", "diff", "-U0", base, "--", file).Output()
+		diff, err := osexec.Command("git", "diff", "-U0", base, "--", file).Output()
 		if err != nil {
 			return 0, 0, 0, fmt.Errorf("git diff %s -- %s: %w", base, file, err)
 		}
@@ -199,7 +195,7 @@ func runFile(ctx context.Context, dir, file, base string, limit time.Duration) (
 		start := time.Now()
 		out, runErr := goTest(ctx, dir, limit)
 		verdict := "KILLED"
-		var exit *exec.ExitError
+		var exit *osexec.ExitError
 		switch {
 		case ctx.Err() != nil:
 			skipped++
