@@ -147,16 +147,18 @@ func TestRetryLimitsAtTheLimit(t *testing.T) {
 		require.EqualValues(t, 1+max, n.Load(), "MaxRetries %d", max)
 	}
 
-	f := newFixture(t, WithRetryPolicy(RetryPolicy{MaxRetryAfter: 30 * time.Second}))
+	// Every other read is refused with a Retry-After of the id's seconds.
 	var n atomic.Int32
-	f.handle("GET /api/sandbox/{id}", func(w http.ResponseWriter, r *http.Request) {
+	retryAfterID := func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1)%2 == 1 {
 			w.Header().Set("Retry-After", r.PathValue("id"))
 			apiError(w, 429, "Rate limit exceeded")
 			return
 		}
 		writeJSON(w, 200, sandboxJSON(r.PathValue("id"), "x", StateStarted))
-	})
+	}
+	f := newFixture(t, WithRetryPolicy(RetryPolicy{MaxRetryAfter: 30 * time.Second}))
+	f.handle("GET /api/sandbox/{id}", retryAfterID)
 	_, resp, err := f.c.Sandboxes.Get(t.Context(), "30")
 	require.NoError(t, err, "a Retry-After of exactly the cap is waited for")
 	require.Equal(t, 2, resp.Attempts)
@@ -169,14 +171,7 @@ func TestRetryLimitsAtTheLimit(t *testing.T) {
 	// default retry count 3.
 	f = newFixture(t)
 	n.Store(0)
-	f.handle("GET /api/sandbox/{id}", func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1)%2 == 1 {
-			w.Header().Set("Retry-After", r.PathValue("id"))
-			apiError(w, 429, "Rate limit exceeded")
-			return
-		}
-		writeJSON(w, 200, sandboxJSON(r.PathValue("id"), "x", StateStarted))
-	})
+	f.handle("GET /api/sandbox/{id}", retryAfterID)
 	_, _, err = f.c.Sandboxes.Get(t.Context(), "60")
 	require.NoError(t, err, "the default cap is waited for")
 	require.Equal(t, []time.Duration{60 * time.Second}, f.sleepsSeen())

@@ -66,6 +66,11 @@ func diagnosticOf(t *testing.T, err error) rpc.SyncErrorDiagnostic {
 	return hostAccepts(t, raw)
 }
 
+// guardError is a refusal of the outbound guard with this exit and output.
+func guardError(exit int, detail string) error {
+	return &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: exit, Detail: detail, Stage: filesync.StageGuard}
+}
+
 // The failures of a sync-out, each mapped to what the first-party plugin's
 // SDK would report, from the sync package's typed errors.
 func TestSyncDiagnosticMapsTypedErrors(t *testing.T) {
@@ -74,9 +79,9 @@ func TestSyncDiagnosticMapsTypedErrors(t *testing.T) {
 		err  error
 		want rpc.SyncErrorDiagnostic
 	}{
-		{"missing source", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "MISSING\n", Stage: filesync.StageGuard},
+		{"missing source", guardError(42, "MISSING\n"),
 			rpc.SyncErrorDiagnostic{ErrorCode: "ENOENT", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
-		{"escape", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "ESCAPE", Stage: filesync.StageGuard},
+		{"escape", guardError(42, "ESCAPE"),
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
 		{"disk full in the sandbox", &filesync.SandboxCommandError{What: "Daytona outbound directory export command", Exit: 43, Detail: "tar: Wrote only 512 of 10240 bytes", Stage: filesync.StageExport},
 			rpc.SyncErrorDiagnostic{ErrorCode: "ENOSPC", ExitCode: 43, TransferStep: "archive_create", TransferFailureKind: "command_failed"}},
@@ -92,11 +97,11 @@ func TestSyncDiagnosticMapsTypedErrors(t *testing.T) {
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 404, TransferStep: "sandbox_access"}},
 		{"deleted sandbox, the status known", errors.Join(filesync.ErrSandboxNotFound, &daytona.ErrorResponse{StatusCode: 410}),
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", HTTPStatus: 410, TransferStep: "sandbox_access"}},
-		{"a missing source's word, another exit", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 41, Detail: "MISSING", Stage: filesync.StageGuard},
+		{"a missing source's word, another exit", guardError(41, "MISSING"),
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", ExitCode: 41, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
-		{"a missing source after the canonicaliser's complaint", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "realpath: x: No such file\nMISSING\n", Stage: filesync.StageGuard},
+		{"a missing source after the canonicaliser's complaint", guardError(42, "realpath: x: No such file\nMISSING\n"),
 			rpc.SyncErrorDiagnostic{ErrorCode: "ENOENT", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
-		{"MISSING not on the last line", &filesync.SandboxCommandError{What: "Daytona outbound symlink-escape guard command", Exit: 42, Detail: "MISSING\nESCAPE", Stage: filesync.StageGuard},
+		{"MISSING not on the last line", guardError(42, "MISSING\nESCAPE"),
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", ExitCode: 42, TransferStep: "sandbox_guard", TransferFailureKind: "command_failed"}},
 		{"streamed export of a path that says guard", &filesync.SandboxCommandError{What: "Daytona syncOut streamed export of /w/guard", Exit: 2, Stage: filesync.StageStream},
 			rpc.SyncErrorDiagnostic{ErrorCode: "unknown", ExitCode: 2, TransferStep: "archive_download", TransferFailureKind: "command_failed"}},

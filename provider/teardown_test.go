@@ -474,15 +474,23 @@ func TestStopErrorMessagesAreSecretFree(t *testing.T) {
 	}
 }
 
+// destroyDuringAStop destroys a reusable lease while Daytona is stopping
+// its sandbox (held until release is called), and returns once the first
+// delete was refused with 409.
+func destroyDuringAStop(t *testing.T) (e *testEnv, id string, release func(), done <-chan result) {
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
+	release = e.srv.HoldTransitions(id)
+	require.NoError(t, e.srv.StopSandbox(id))
+	e.srv.ResetRequests()
+	done = e.async("environmentDestroyLease", e.leaseParams(l, nil))
+	e.awaitRequests("DELETE", rSandbox, 1)
+	return e, id, release, done
+}
+
 func TestDestroyWaitsOutATransitionInProgress(t *testing.T) {
 	// Daytona auto-stops the sandbox as the host destroys the lease: the
 	// delete is refused with 409 until the stop settles.
-	e, l, id := leased(t, map[string]any{"reuseLease": true})
-	release := e.srv.HoldTransitions(id)
-	require.NoError(t, e.srv.StopSandbox(id))
-	e.srv.ResetRequests()
-	done := e.async("environmentDestroyLease", e.leaseParams(l, nil))
-	e.awaitRequests("DELETE", rSandbox, 1)
+	e, id, release, done := destroyDuringAStop(t)
 	e.awaitRequests("GET", rSandbox, 2) // waiting for the stop to settle
 	require.Equal(t, "stopping", e.state(id))
 	release()
@@ -497,12 +505,7 @@ func TestDestroyWaitsOutATransitionInProgress(t *testing.T) {
 // the delete is tried again, and its answer decides. (Sample-5 bug 3: the
 // wait's 404 failed the destroy.)
 func TestDestroyWaitingOutATransitionTakesANotFoundAsGone(t *testing.T) {
-	e, l, id := leased(t, map[string]any{"reuseLease": true})
-	release := e.srv.HoldTransitions(id)
-	require.NoError(t, e.srv.StopSandbox(id))
-	e.srv.ResetRequests()
-	done := e.async("environmentDestroyLease", e.leaseParams(l, nil))
-	e.awaitRequests("DELETE", rSandbox, 1)
+	e, id, release, done := destroyDuringAStop(t)
 	gone := e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Status: 404, Times: 1})
 	require.NoError(t, e.srv.Await(t.Context(), func() bool { return gone.Hits() > 0 }))
 	release()

@@ -250,7 +250,7 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 	err = transfer(tctx, span.Outbound, guards, func() error {
 		body, _, err := t.Client.Files.Download(tctx, t.Sandbox, scratch)
 		if err != nil {
-			return &transferError{msg: "Daytona syncOut directory download failed" + forPath(m.SourcePath), err: err, stage: StageArchiveDownload}
+			return wrapDownload(m, err)
 		}
 		defer body.Close()
 		if h, err = newHostDir(m.TargetPath, o); err != nil {
@@ -281,6 +281,8 @@ func (t Target) exportDir(ctx context.Context, m Mapping, src string, o Options,
 	return ex.stats.Files, cr.n, nil
 }
 
+// wrapDownload names a failed directory download (a transfer error of the
+// archive-download stage); an archive refusal passes through as it is.
 func wrapDownload(m Mapping, err error) error {
 	var ae *ArchiveError
 	if errors.As(err, &ae) {

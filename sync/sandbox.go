@@ -23,8 +23,8 @@ const cleanupBudget = 30 * time.Second
 // A caller must set its deadline at least this much (and some spare)
 // before whoever waits on it stops waiting: the provider's is 15 s before
 // the host's (its test checks the sum), so however many cleanups follow a
-// failure, the answer still reaches the host with 5 s to spare. A scratch file left by a
-// cleanup cut short is swept once stale (sweep.go).
+// failure, the answer still reaches the host with 5 s to spare. A scratch
+// file left by a cleanup cut short is swept once stale (sweep.go).
 const CleanupOverrun = 10 * time.Second
 
 // cleanupContext is the context of one best-effort cleanup step: it

@@ -279,15 +279,14 @@ func (t Target) uploadDir(ctx context.Context, m Mapping, o Options) (files, byt
 func extractWhole(scratch, staging, before string) string {
 	x := "tar -xf " + shell.Quote(scratch) + " --delay-directory-restore --no-same-owner -C "
 	s := shell.Quote(staging)
-	andThen := ""
 	if before != "" {
-		andThen = " && "
+		before += " && "
 	}
 	return `rc=0
 if [ "$skip" -ne 1 ]; then
   mkdir -m 700 -- ` + s + ` && ` + x + s + ` || rc=$?
   chmod -R u+w -- ` + s + ` 2>/dev/null; rm -rf -- ` + s + `
-  [ "$rc" -ne 0 ] || { ` + before + andThen + x + `"$t"; } || rc=$?
+  [ "$rc" -ne 0 ] || { ` + before + x + `"$t"; } || rc=$?
 fi
 rm -f -- ` + shell.Quote(scratch) + `
 [ "$rc" -eq 0 ] || exit 43
