@@ -435,15 +435,18 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 				// Another request's cancellation closed the connection
 				// under this one (its own context is alive). The request
 				// may have been written already, so it is retried only
-				// where any failure is (idempotent routes).
+				// where any failure is (idempotent and keyed routes).
 				te.Err = errConnAbandoned
 			}
 			if cl.rt.api == mainAPI {
 				te.BaseURL = safeURL(c.apiURL)
 			}
 			callErr = te
-			retryable = cl.rt.retry == retryIdempotent
-		} else if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			retryable = cl.rt.retry.resendable()
+		} else if resp.StatusCode >= 200 && resp.StatusCode < 300 ||
+			resp.StatusCode == http.StatusConflict && attempt > 1 && cl.rt.retry == retryKeyed {
+			// A keyed create's resend that finds its ID taken: an earlier
+			// attempt, whose answer was lost, created it.
 			resp.Body = &gatedBody{ReadCloser: resp.Body, gate: gate}
 			return resp, &Response{StatusCode: resp.StatusCode, Header: resp.Header, Route: cl.rt.String(), Attempts: attempt}, nil
 		} else {
@@ -456,7 +459,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 					retryAfter = rl.RetryAfter
 				}
 				switch cl.rt.retry {
-				case retryIdempotent:
+				case retryIdempotent, retryKeyed:
 					retryable = true
 				case retryRateLimited:
 					retryable = retryAfter > 0
@@ -465,7 +468,7 @@ func (c *Client) send(ctx context.Context, cl *call) (*http.Response, *Response,
 					retryable = false
 				}
 			case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusGatewayTimeout:
-				retryable = cl.rt.retry == retryIdempotent
+				retryable = cl.rt.retry.resendable()
 			}
 		}
 		if !retryable || attempt > maxRetries {

@@ -485,6 +485,27 @@ func emulatorRetriesAndUncertainCreate(t *testing.T, env *testenv.Env, sb *teste
 	assert.ErrorAs(t, err, &te)
 	assert.Equal(t, 1, srv.CountRequests("POST", "/process/session/{sessionId}/exec"))
 
+	// A session create is keyed by its ID: a lost answer (the session
+	// made, the connection dropped; or made behind a gateway's 503) is
+	// resent, and the resend's 409 is its success. A 409 to a first
+	// attempt is a real conflict.
+	for i, f := range []daytonatest.Fault{{Drop: true}, {Status: 503}} {
+		f.Method, f.Route, f.Perform, f.Times = "POST", "/process/session", true, 1
+		srv.Inject(f)
+		srv.ResetRequests()
+		id := fmt.Sprintf("keyed-%d", i)
+		resp, err := c.Toolbox.CreateSession(ctx, sb.Ref(), id)
+		require.NoError(t, err, "fault %+v", f)
+		assert.Equal(t, 2, resp.Attempts)
+		assert.Equal(t, http.StatusConflict, resp.StatusCode)
+		assert.Equal(t, 2, srv.CountRequests("POST", "/process/session"))
+		_, _, err = c.Toolbox.GetSession(ctx, sb.Ref(), id)
+		require.NoError(t, err)
+	}
+	resp, err = c.Toolbox.CreateSession(ctx, sb.Ref(), "keyed-0")
+	assert.ErrorIs(t, err, daytona.ErrConflict)
+	assert.Nil(t, resp)
+
 	// Quota: 400 with the quota text.
 	srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Status: 400, Times: 1,
 		Body: `{"statusCode":400,"error":"Bad Request","message":"Total CPU limit exceeded. Maximum allowed: 10."}`})

@@ -25,7 +25,16 @@ const (
 	// retryIdempotent: reads (and DELETE, whose repeat is a 404 that callers
 	// treat as success): network errors, 502/503/504 and 429 are retried.
 	retryIdempotent
+	// retryKeyed: a create named by an ID the client chose (a session):
+	// retried like retryIdempotent, and a 409 to a resend is its success,
+	// since only an earlier attempt of the same call can hold that ID.
+	retryKeyed
 )
+
+// resendable: a call of this class may be sent again after a failure that
+// leaves unknown whether it reached the server (a network error, a
+// gateway's 502/503/504).
+func (c retryClass) resendable() bool { return c == retryIdempotent || c == retryKeyed }
 
 // route is one API operation the client calls. Every request goes through
 // a route, so this table is the complete list of what the client sends; the
@@ -138,7 +147,7 @@ var (
 		respSchema: "UserHomeDirResponse", resp: dirBody{}})
 	rExecute = newRoute(route{name: "executeCommand", method: "POST", tmpl: "/process/execute", api: toolboxAPI, retry: retryNever,
 		reqSchema: "ExecuteRequest", req: ExecuteRequest{}, respSchema: "ExecuteResponse", resp: ExecuteResponse{}})
-	rCreateSession = newRoute(route{name: "createSession", method: "POST", tmpl: "/process/session", api: toolboxAPI, retry: retryNever,
+	rCreateSession = newRoute(route{name: "createSession", method: "POST", tmpl: "/process/session", api: toolboxAPI, retry: retryKeyed,
 		reqSchema: "CreateSessionRequest", req: createSessionBody{}})
 	rGetSession = newRoute(route{name: "getSession", method: "GET", tmpl: "/process/session/{sessionId}", api: toolboxAPI, retry: retryIdempotent,
 		respSchema: "Session", resp: Session{}})
