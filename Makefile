@@ -57,7 +57,7 @@ mutate:
 # rpc cleanup), only on lines changed since BASE when it is set; bounded by
 # MUTATE_BUDGET (default 20m). docs/testing.md#dropped-conditions-make-dropcond.
 dropcond:
-	$(GO) run ./internal/tools/dropcond $(if $(BASE),-base $(BASE)) -budget $(or $(MUTATE_BUDGET),20m) $(or $(DIRS),rpc cleanup)
+	$(GO) run ./internal/tools/dropcond $(if $(BASE),-base $(BASE)) $(if $(COVER),-cover) -budget $(or $(MUTATE_BUDGET),20m) $(or $(DIRS),rpc cleanup)
 
 clean:
 	rm -rf bin dist npm/bin npm/manifest.js npm/*.tgz

@@ -31,6 +31,22 @@ func TestDeleteAndWaitByNameWaitsForTheRealDeletion(t *testing.T) {
 	require.Equal(t, 1, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
 }
 
+// A delete sent earlier whose answer was lost leaves the sandbox being
+// destroyed under its DESTROYED_ name, so the old name answers 404 at
+// once: DeleteAndWait by that name (its delete answered 404) still
+// returns only once the renamed sandbox is gone. (Found by make dropcond
+// -cover: no cleanup test ran the renamed sandbox's wait.)
+func TestDeleteAndWaitByNameWaitsForARenamedSandbox(t *testing.T) {
+	env := testenv.New(t, testenv.WithServer(daytonatest.WithTransitionDelay(300*time.Millisecond)))
+	sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	ctx := context.Background()
+	_, _, err := env.Client.Sandboxes.Delete(ctx, sb.Name) // its answer "lost"
+	require.NoError(t, err)
+	require.True(t, alive(t, env, sb.ID), "the destruction is still under way")
+	require.NoError(t, DeleteAndWait(ctx, env.Client.Sandboxes, sb.Name))
+	require.False(t, alive(t, env, sb.ID), "returned before Daytona completed the deletion")
+}
+
 // An envelope with no labels cannot be journaled by the host.
 func TestEnvelopeWithoutLabelsIsInvalid(t *testing.T) {
 	e := envelope("a1")

@@ -124,6 +124,22 @@ func sandboxJSON(id, name string, state SandboxState) map[string]any {
 		"autoStopInterval": 15, "autoArchiveInterval": 60, "autoDeleteInterval": -1, "cpu": 1, "memory": 1, "disk": 3}
 }
 
+// A toolbox call goes only to an http(s) toolboxProxyUrl with a host: a
+// sandbox record without one, or with another scheme, or no host, is
+// refused before anything is sent.
+func TestToolboxCallsNeedAnHTTPProxyURL(t *testing.T) {
+	t.Parallel()
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		t.Errorf("sent %s", r.URL)
+		return nil, errors.New("sent")
+	})}
+	c := unreachableClient(t, "http://127.0.0.1:1/api", hc)
+	for _, proxy := range []string{"", "ftp://proxy.example/toolbox", "https:///toolbox", "https://proxy.example/%zz"} {
+		_, _, err := c.Toolbox.WorkDir(t.Context(), SandboxRef{ID: "sb-1", ToolboxProxyURL: proxy})
+		require.ErrorIs(t, err, ErrInvalidArgument, proxy)
+	}
+}
+
 func TestNewClientValidatesOptions(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -137,6 +153,7 @@ func TestNewClientValidatesOptions(t *testing.T) {
 		{"no host", []Option{WithAPIKey("k"), WithAPIURL("http:///api")}},
 		{"credentials in URL", []Option{WithAPIKey("k"), WithAPIURL("https://u:p@x/api")}},
 		{"query in URL", []Option{WithAPIKey("k"), WithAPIURL("https://x/api?token=1")}},
+		{"fragment in URL", []Option{WithAPIKey("k"), WithAPIURL("https://x/api#part")}},
 		{"nil http client", []Option{WithAPIKey("k"), WithHTTPClient(nil)}},
 		{"nil poll", []Option{WithAPIKey("k"), WithPollBackOff(nil)}},
 		{"negative retry-after cap", []Option{WithAPIKey("k"), WithRetryPolicy(RetryPolicy{MaxRetryAfter: -1})}},

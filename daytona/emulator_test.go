@@ -505,6 +505,15 @@ func emulatorRetriesAndUncertainCreate(t *testing.T, env *testenv.Env, sb *teste
 	resp, err = c.Toolbox.CreateSession(ctx, sb.Ref(), "keyed-0")
 	assert.ErrorIs(t, err, daytona.ErrConflict)
 	assert.Nil(t, resp)
+	// Only a 409 is a resend's success, and only a keyed route's.
+	srv.Inject(daytonatest.Fault{Method: "POST", Route: "/process/session", Status: 503, Times: 1})
+	srv.Inject(daytonatest.Fault{Method: "POST", Route: "/process/session", Status: 500, Times: 1})
+	_, err = c.Toolbox.CreateSession(ctx, sb.Ref(), "keyed-2")
+	assert.ErrorIs(t, err, daytona.ErrServer)
+	srv.Inject(daytonatest.Fault{Method: "GET", Route: "/process/session/{sessionId}", Status: 503, Times: 1})
+	srv.Inject(daytonatest.Fault{Method: "GET", Route: "/process/session/{sessionId}", Status: 409, Times: 1})
+	_, _, err = c.Toolbox.GetSession(ctx, sb.Ref(), "keyed-0")
+	assert.ErrorIs(t, err, daytona.ErrConflict)
 
 	// Quota: 400 with the quota text.
 	srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Status: 400, Times: 1,

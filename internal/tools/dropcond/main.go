@@ -102,15 +102,17 @@ func changedLines(diff []byte) map[int]bool {
 	return lines
 }
 
-// main: dropcond [-base REV] [-budget 20m] DIR... With -base only the
-// conditions on lines changed since REV are mutated. Each source file is
+// main: dropcond [-base REV] [-budget 20m] [-cover] DIR... With -base only
+// the conditions on lines changed since REV are mutated; with -cover each
+// mutant runs only the tests that execute its line (see coverage). Each source file is
 // restored after every mutant, and on an interrupt.
 func main() {
 	base := flag.String("base", "", "mutate only the lines changed since this revision")
 	budget := flag.Duration("budget", 20*time.Minute, "wall-clock bound of the whole run")
+	cover := flag.Bool("cover", false, "run only the tests that execute a mutant's line (collected first, one test at a time)")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: dropcond [-base REV] [-budget 20m] DIR...")
+		fmt.Fprintln(os.Stderr, "usage: dropcond [-base REV] [-budget 20m] [-cover] DIR...")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -119,21 +121,43 @@ func main() {
 	defer cancel()
 	var killed, lived, skipped int
 	for _, dir := range flag.Args() {
-		// The tests must pass unmutated; their time sets each mutant's
-		// limit (3×, at least 30 s), so a mutant that makes a test hang
-		// costs that, not the test binary's own timeout.
-		start := time.Now()
-		if out, err := goTest(ctx, dir, 10*time.Minute); err != nil {
-			fmt.Fprintf(os.Stderr, "dropcond: the tests of %s fail without any mutant:\n%s\n", dir, out)
-			os.Exit(1)
+		var test tester
+		if *cover {
+			c, err := collectCoverage(ctx, dir)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "dropcond:", err)
+				os.Exit(1)
+			}
+			test = func(file string, line int) (string, bool, error) {
+				tests := c.testsFor(file, line)
+				if len(tests) == 0 {
+					return "", false, nil
+				}
+				out, err := goTestSelected(ctx, dir, tests, c.limit(tests))
+				return out, true, err
+			}
+		} else {
+			// The tests must pass unmutated; their time sets each
+			// mutant's limit (3×, at least 30 s), so a mutant that
+			// makes a test hang costs that, not the test binary's own
+			// timeout.
+			start := time.Now()
+			if out, err := goTest(ctx, dir, 10*time.Minute); err != nil {
+				fmt.Fprintf(os.Stderr, "dropcond: the tests of %s fail without any mutant:\n%s\n", dir, out)
+				os.Exit(1)
+			}
+			limit := max(3*time.Since(start), 30*time.Second)
+			test = func(string, int) (string, bool, error) {
+				out, err := goTest(ctx, dir, limit)
+				return out, true, err
+			}
 		}
-		limit := max(3*time.Since(start), 30*time.Second)
 		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
 		for _, f := range files {
 			if strings.HasSuffix(f, "_test.go") {
 				continue
 			}
-			k, l, s, err := runFile(ctx, dir, f, *base, limit)
+			k, l, s, err := runFile(ctx, f, *base, test)
 			killed, lived, skipped = killed+k, lived+l, skipped+s
 			if err != nil {
 				fmt.Fprintln(os.Stderr, "dropcond:", err)
@@ -160,8 +184,12 @@ func goTest(ctx context.Context, dir string, limit time.Duration) (string, error
 	return out.String(), err
 }
 
+// tester runs the tests that judge a mutant at line of file; ran is
+// false when no test executes that line.
+type tester func(file string, line int) (out string, ran bool, err error)
+
 // runFile tests every mutant of one file and restores it.
-func runFile(ctx context.Context, dir, file, base string, limit time.Duration) (killed, lived, skipped int, err error) {
+func runFile(ctx context.Context, file, base string, test tester) (killed, lived, skipped int, err error) {
 	src, err := os.ReadFile(file)
 	if err != nil {
 		return 0, 0, 0, err
@@ -193,13 +221,16 @@ func runFile(ctx context.Context, dir, file, base string, limit time.Duration) (
 			return killed, lived, skipped, err
 		}
 		start := time.Now()
-		out, runErr := goTest(ctx, dir, limit)
+		out, ran, runErr := test(file, m.line)
 		verdict := "KILLED"
 		var exit *osexec.ExitError
 		switch {
 		case ctx.Err() != nil:
 			skipped++
 			continue
+		case !ran:
+			verdict = "NOT COVERED" // no test runs the line: it lives
+			lived++
 		case runErr == nil:
 			verdict = "LIVED"
 			lived++
