@@ -21,6 +21,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -105,7 +106,7 @@ func changedLines(diff []byte) map[int]bool {
 // main: dropcond [-base REV] [-budget 20m] [-cover] DIR... With -base only
 // the conditions on lines changed since REV are mutated; with -cover each
 // mutant runs only the tests that execute its line (see coverage). Each source file is
-// restored after every mutant, and on an interrupt.
+// restored after every mutant, and on an interrupt or a SIGTERM.
 func main() {
 	base := flag.String("base", "", "mutate only the lines changed since this revision")
 	budget := flag.Duration("budget", 20*time.Minute, "wall-clock bound of the whole run")
@@ -115,7 +116,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: dropcond [-base REV] [-budget 20m] [-cover] DIR...")
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *budget)
 	defer cancel()
