@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -226,6 +227,22 @@ func TestStatusClassesAtTheirEdges(t *testing.T) {
 		assert.Equal(t, c.redirect, errors.Is(e, ErrRedirect), "%d redirect", c.code)
 		assert.Equal(t, c.server, errors.Is(e, ErrServer), "%d server", c.code)
 	}
+}
+
+// The client takes 200 to 299 as success, and a 300 as the redirect it
+// is, never as an answer to decode. (Found by make mutate: <= 300.)
+func TestSuccessEndsAt299(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.handle("GET /api/sandbox/{id}", func(w http.ResponseWriter, r *http.Request) {
+		code, _ := strconv.Atoi(r.PathValue("id"))
+		writeJSON(w, code, sandboxJSON("a", "a", StateStarted))
+	})
+	sb, _, err := f.c.Sandboxes.Get(t.Context(), "299")
+	require.NoError(t, err)
+	require.Equal(t, "a", sb.ID)
+	_, _, err = f.c.Sandboxes.Get(t.Context(), "300")
+	require.ErrorIs(t, err, ErrRedirect)
 }
 
 // An idempotent call is retried after 502, 503 and 504 alike; 500 and
