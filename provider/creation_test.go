@@ -55,6 +55,15 @@ func TestProbeNeverThrows(t *testing.T) {
 	}
 }
 
+// A language hint reaches Daytona as the label the SDKs send for it,
+// code-toolbox-language.
+func TestLanguageHintIsTheSDKsLabel(t *testing.T) {
+	e := newTestEnv(t, map[string]any{"language": "python"})
+	l := e.acquire(nil)
+	info := e.info(*l.ProviderLeaseID)
+	require.Equal(t, "python", info.Labels["code-toolbox-language"])
+}
+
 func TestSDKAddedLabelsDoNotBreakOwnership(t *testing.T) {
 	// The language hint travels as an extra label on the create request; the
 	// envelope keeps only the ownership labels, so cleanup still proves the

@@ -194,3 +194,18 @@ func TestSyncRoundTripThroughTheLease(t *testing.T) {
 	require.ErrorContains(t, err, "minimumTimeoutMs must be a positive whole number no greater than 1800000.")
 	require.ErrorIs(t, err, rpc.ErrInvalidParams)
 }
+
+// Each stream of a result keeps 16 Mi characters, then the marker: a
+// command that prints one character more gets exactly that much and the
+// marker saying so. (Pins a default: OutputCap.)
+func TestExecuteOutputKeeps16MiCharacters(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	r, err := e.execute(l, "sh", []string{"-c", "head -c 16777217 /dev/zero | tr '\\0' a"})
+	require.NoError(t, err)
+	require.Equal(t, 0, *r.ExitCode)
+	marker := "\n[daytona-worker: stdout truncated after 16777216 characters; further output was discarded]\n"
+	require.True(t, strings.HasSuffix(r.Stdout, marker), "%q", r.Stdout[max(0, len(r.Stdout)-200):])
+	require.Equal(t, 16777216, len(r.Stdout)-len(marker))
+	require.Equal(t, strings.Repeat("a", 64), r.Stdout[16777216-64:16777216])
+}

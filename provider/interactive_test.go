@@ -120,7 +120,7 @@ func TestInteractiveSetupStartsWithRedactedMetadataAndOneTimeSSH(t *testing.T) {
 
 	info := e.info(id)
 	require.Equal(t, "tmpl-source", info.Snapshot, "the source template replaces the config's snapshot")
-	require.Equal(t, cleanup.PurposeInteractiveSetup, info.Labels[cleanup.LabelPurpose])
+	require.Equal(t, "interactive_setup", info.Labels[cleanup.LabelPurpose], "the value the host and the reference read")
 	require.Equal(t, "setup-session-1", info.Labels[cleanup.LabelSetupSessionID])
 	require.Equal(t, "company-1", info.Labels[cleanup.LabelCompanyID])
 	require.True(t, strings.HasPrefix(info.Name, cleanup.CreationNamePrefix))
@@ -179,6 +179,34 @@ func TestInteractiveSetupCleansUpTheSandboxOnAnyFailure(t *testing.T) {
 			require.EqualError(t, err, "Daytona SSH access did not return a token or SSH command.")
 		}
 	}
+}
+
+// An SSH access that carries a token but no command gets the command of
+// Daytona's SSH gateway, ssh.app.daytona.io. (Pins a default:
+// fallbackSSHHost.)
+func TestInteractiveSetupFallsBackToDaytonasSSHGateway(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rSSHAccess, Status: 200, Times: 1,
+		Body: `{"id":"a","sandboxId":"x","token":"tok-1","sshCommand":""}`})
+	s, err := e.startSetup()
+	require.NoError(t, err)
+	require.Equal(t, "ssh tok-1@ssh.app.daytona.io", s.ConnectionPayload["command"])
+	require.Equal(t, "tok-1", s.ConnectionPayload["token"])
+}
+
+// A source template ref is one word of at most 1024 characters: 1024 is
+// taken, 1025 refused before anything is created. (Pins a default:
+// maxTemplateRef.)
+func TestInteractiveSetupTemplateRefAtItsLimit(t *testing.T) {
+	e := newTestEnv(t, nil)
+	_, err := e.startSetup("sourceTemplateKind", "image", "sourceTemplateRef", strings.Repeat("r", 1025))
+	var re *rpc.Error
+	require.True(t, errors.As(err, &re), "%v", err)
+	require.Equal(t, rpc.CodeInvalidParams, re.Code)
+	require.Zero(t, e.srv.CountRequests("POST", rCreate))
+	s, err := e.startSetup("sourceTemplateKind", "image", "sourceTemplateRef", strings.Repeat("r", 1024))
+	require.NoError(t, err)
+	e.expectLive(*s.ProviderLeaseID)
 }
 
 // TestInteractiveSetupRejectsHostileParams: a session id that cannot be a

@@ -60,6 +60,8 @@ func TestReusableLifecycleRoundTrips(t *testing.T) {
 	require.Equal(t, filepath.Join(info.WorkDir, "paperclip-workspace"), md["remoteCwd"])
 	sentinel := md["workspaceSentinel"].(map[string]any)
 	require.Equal(t, "written", sentinel["result"])
+	require.Equal(t, md["remoteCwd"].(string)+"/.paperclip-runtime/reusable-sandbox-lease.json", sentinel["path"],
+		"the reference plugin's sentinel, so either plugin resumes the other's lease")
 	file, err := os.ReadFile(info.HostPath(sentinel["path"].(string)))
 	require.NoError(t, err, "sentinel written inside the sandbox tree")
 	require.Contains(t, string(file), sentinel["token"].(string))

@@ -280,7 +280,7 @@ func TestResumeGivesUpOnRepeatedRefusalsWithATransientError(t *testing.T) {
 	_, err := e.call("environmentResumeLease", e.resumeParams(l, nil))
 	require.ErrorContains(t, err, "the lease was preserved")
 	require.Regexp(t, hostTransient, err.Error(), "the host's resume retry applies")
-	require.Equal(t, 1+maxStartRetries, e.srv.CountRequests("POST", rStart), "bounded")
+	require.Equal(t, 3, e.srv.CountRequests("POST", rStart), "bounded: the start and two retries")
 	require.Zero(t, e.srv.CountRequests("DELETE", rSandbox))
 	require.Zero(t, e.srv.CountRequests("POST", rCreate))
 	require.Equal(t, "stopped", e.state(id))
