@@ -159,3 +159,33 @@ func goTestSelected(ctx context.Context, dir string, tests []string, limit time.
 	err := cmd.Run()
 	return out.String(), err
 }
+
+// printWhich prints, for each FILE:LINE, the line and the -run pattern of
+// the tests that execute it ("-" when none does), collecting each
+// package's coverage once. A hand-planted bug's verdict can then come
+// from those tests alone, and a whole-package run only for the bugs that
+// pass them (docs/testing.md).
+func printWhich(ctx context.Context, w io.Writer, args []string) error {
+	byDir := map[string]*coverage{}
+	for _, a := range args {
+		file, ln, ok := strings.Cut(a, ":")
+		line, err := strconv.Atoi(ln)
+		if !ok || err != nil {
+			return fmt.Errorf("%q is not FILE:LINE", a)
+		}
+		dir := filepath.Dir(file)
+		c := byDir[dir]
+		if c == nil {
+			if c, err = collectCoverage(ctx, dir); err != nil {
+				return err
+			}
+			byDir[dir] = c
+		}
+		pattern := "-"
+		if tests := c.testsFor(file, line); len(tests) > 0 {
+			pattern = runPattern(tests)
+		}
+		fmt.Fprintf(w, "%s %s\n", a, pattern)
+	}
+	return nil
+}

@@ -111,15 +111,23 @@ func main() {
 	base := flag.String("base", "", "mutate only the lines changed since this revision")
 	budget := flag.Duration("budget", 20*time.Minute, "wall-clock bound of the whole run")
 	cover := flag.Bool("cover", false, "run only the tests that execute a mutant's line (collected first, one test at a time)")
+	which := flag.Bool("which", false, "mutate nothing: print the -run pattern of the tests that execute each FILE:LINE argument")
 	flag.Parse()
 	if flag.NArg() == 0 {
-		fmt.Fprintln(os.Stderr, "usage: dropcond [-base REV] [-budget 20m] [-cover] DIR...")
+		fmt.Fprintln(os.Stderr, "usage: dropcond [-base REV] [-budget 20m] [-cover] DIR... | dropcond -which FILE:LINE...")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, *budget)
 	defer cancel()
+	if *which {
+		if err := printWhich(ctx, os.Stdout, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "dropcond:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var killed, lived, skipped int
 	for _, dir := range flag.Args() {
 		var test tester
