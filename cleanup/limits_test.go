@@ -85,7 +85,8 @@ func TestSweepAgeAtTheLimit(t *testing.T) {
 	require.Zero(t, age, "a creation time in the future is age 0, never negative")
 }
 
-// Label and id bounds, at the bound and one past (docs/behavior.md#envelope).
+// Label and id bounds, at the bound and one past (docs/behavior.md#envelope):
+// 16 labels are valid, 17 are not. (Pins a default: MaxEnvelopeLabels, 16.)
 func TestLabelLimitsAtTheLimit(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -107,16 +108,19 @@ func TestLabelLimitsAtTheLimit(t *testing.T) {
 		}
 		return m
 	}
-	require.NoError(t, ValidateLabels(set(MaxEnvelopeLabels)))
-	require.Error(t, ValidateLabels(set(MaxEnvelopeLabels+1)))
+	// 16 labels, the host's limit, and 17, as literal counts.
+	require.NoError(t, ValidateLabels(set(16)))
+	err := ValidateLabels(set(17))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "17 labels exceed the limit of 16")
 	e := envelope("a1")
-	e.Labels = set(MaxEnvelopeLabels)
+	e.Labels = set(16)
 	require.NoError(t, e.Validate())
-	e.Labels = set(MaxEnvelopeLabels + 1)
+	e.Labels = set(17)
 	require.Error(t, e.Validate())
 
 	// The attempt id must leave the creation name within 200 characters.
-	_, err := OwnershipLabels("c", "e", "", strings.Repeat("a", MaxAttemptIDLength), false)
+	_, err = OwnershipLabels("c", "e", "", strings.Repeat("a", MaxAttemptIDLength), false)
 	require.NoError(t, err)
 	_, err = OwnershipLabels("c", "e", "", strings.Repeat("a", MaxAttemptIDLength+1), false)
 	require.Error(t, err)

@@ -2,6 +2,7 @@ package cleanup
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -180,6 +181,117 @@ func TestDeleteOrphansIsBoundedAndWaits(t *testing.T) {
 		assert.False(t, alive(t, env, r.Sandbox.ID), "confirmed gone: %s", r.Sandbox.ID)
 	}
 	assert.ElementsMatch(t, ids(found), seen)
+}
+
+// detached serves every call under its own context instead of the
+// caller's, so cancelling a sweep reaches only DeleteOrphans' own wait for
+// a slot: a sandbox already being worked on goes on to its delete.
+type detached struct {
+	SandboxAPI
+	ctx     context.Context
+	deletes chan<- string // told of each delete before it is sent
+}
+
+func (d detached) Get(_ context.Context, id string) (*daytona.Sandbox, *daytona.Response, error) {
+	return d.SandboxAPI.Get(d.ctx, id)
+}
+
+func (d detached) Delete(_ context.Context, id string) (*daytona.Sandbox, *daytona.Response, error) {
+	d.deletes <- id
+	return d.SandboxAPI.Delete(d.ctx, id)
+}
+
+func (d detached) WaitUntilGone(_ context.Context, id string) error {
+	return d.SandboxAPI.WaitUntilGone(d.ctx, id)
+}
+
+func (d detached) ListAll(_ context.Context, opts *daytona.ListOptions) ([]daytona.Sandbox, error) {
+	return d.SandboxAPI.ListAll(d.ctx, opts)
+}
+
+func (d detached) WaitForState(_ context.Context, id string, targets ...daytona.SandboxState) (*daytona.Sandbox, error) {
+	return d.SandboxAPI.WaitForState(d.ctx, id, targets...)
+}
+
+// DeleteOrphans with concurrency 0 works on 4 sandboxes at once. Of 8
+// orphans whose deletes are all held, exactly 4 are re-read and their
+// DELETEs reach Daytona, unanswered; the sweep is then cancelled, which
+// only the 4 still waiting for a slot see (the calls of the 4 in flight
+// run under a context of their own): they end with the cancellation and
+// no request, so every orphan is accounted for without waiting for
+// anything that might not come. Released, the 4 in flight are deleted and
+// gone; the other 4 are untouched. (Pins a default:
+// DefaultSweepConcurrency, 4.)
+func TestDeleteOrphansDefaultsToFourAtOnce(t *testing.T) {
+	env := testenv.New(t)
+	// Bounds a hang only (a limit below 4 never sends the 4th delete).
+	bound, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 8 {
+		ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	}
+	f := SweepFilter{RunID: "run-1"}
+	found, err := FindOrphans(bound, env.Client.Sandboxes, f)
+	require.NoError(t, err)
+	require.Len(t, found, 8)
+	gate := make(chan struct{})
+	env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Gate: gate})
+	env.Server.ResetRequests()
+
+	deletes := make(chan string, 8)
+	reports := make(chan SweepResult, 8)
+	sweep, stop := context.WithCancel(bound)
+	defer stop()
+	doneCh := make(chan []SweepResult, 1)
+	go func() {
+		doneCh <- DeleteOrphans(sweep, detached{SandboxAPI: env.Client.Sandboxes, ctx: bound, deletes: deletes}, found, f, 0,
+			func(r SweepResult) { reports <- r })
+	}()
+	require.NoError(t, env.Server.AwaitRequests(bound, "DELETE", "/sandbox/{sandboxIdOrName}", 4), "4 deletes in flight")
+	stop()
+	// Each orphan either reaches its delete or reports the cancellation.
+	var started []string
+	var cancelled []SweepResult
+	for len(started)+len(cancelled) < 8 {
+		select {
+		case id := <-deletes:
+			started = append(started, id)
+		case r := <-reports:
+			cancelled = append(cancelled, r)
+		case <-bound.Done():
+			t.Fatalf("orphans unaccounted for: %d deletes, %d reports", len(started), len(cancelled))
+		}
+	}
+	require.Len(t, started, 4, "deletes sent: exactly the default limit")
+	require.Len(t, cancelled, 4, "the rest waited for a slot")
+	for _, r := range cancelled {
+		require.ErrorIs(t, r.Err, context.Canceled)
+		require.NotContains(t, started, r.Sandbox.ID)
+	}
+	assert.Equal(t, 4, env.Server.CountRequests("GET", "/sandbox/{sandboxIdOrName}"), "one re-read per sandbox worked on")
+	var inFlight []string
+	for _, r := range env.Server.Requests() {
+		if r.Method == "DELETE" {
+			assert.False(t, r.Done, "held, not answered: %s", r.Path)
+			assert.Zero(t, r.Status, "held, not answered: %s", r.Path)
+			inFlight = append(inFlight, r.Sandbox)
+		}
+	}
+	assert.ElementsMatch(t, started, inFlight, "the 4 deletes the emulator holds")
+
+	close(gate)
+	res := <-doneCh
+	require.Len(t, res, 8)
+	for _, r := range res {
+		if slices.Contains(started, r.Sandbox.ID) {
+			require.NoError(t, r.Err)
+			assert.False(t, alive(t, env, r.Sandbox.ID), "deleted and gone: %s", r.Sandbox.ID)
+			continue
+		}
+		require.ErrorIs(t, r.Err, context.Canceled)
+		assert.True(t, alive(t, env, r.Sandbox.ID), "never deleted: %s", r.Sandbox.ID)
+	}
+	assert.Equal(t, 4, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
 }
 
 // TestDeleteOrphansWaitsOutATransition: a delete Daytona refuses with 409

@@ -178,6 +178,31 @@ func TestNewClientValidatesOptions(t *testing.T) {
 	assert.Equal(t, "http://127.0.0.1:1/api", c.apiURL.String())
 }
 
+// A client built without WithAPIURL sends its calls to Daytona Cloud,
+// https://app.daytona.io/api, and every request names the worker with
+// the literal X-Daytona-Source and User-Agent values (never "sdk-go",
+// whose old decoders make the daemon strip fields). The transport records
+// the request and fails it, so nothing reaches the network. (Pins a
+// default: DefaultAPIURL, DefaultSource and DefaultUserAgent.)
+func TestDefaultAPIURLAndIdentityHeadersOnTheWire(t *testing.T) {
+	t.Parallel()
+	var sent []*http.Request
+	hc := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		sent = append(sent, r)
+		return nil, errors.New("recorded, not sent")
+	})}
+	c, err := NewClient(WithAPIKey("k"), WithHTTPClient(hc), WithRetryPolicy(RetryPolicy{MaxRetries: -1}))
+	require.NoError(t, err)
+	_, _, err = c.Sandboxes.Get(t.Context(), "abc")
+	require.Error(t, err)
+	require.Len(t, sent, 1, "one attempt: retries are off")
+	r := sent[0]
+	assert.Equal(t, "GET", r.Method)
+	assert.Equal(t, "https://app.daytona.io/api/sandbox/abc", r.URL.String())
+	assert.Equal(t, "daytona-worker-go", r.Header.Get("X-Daytona-Source"))
+	assert.Equal(t, "daytona-worker-go/0.190.0", r.Header.Get("User-Agent"))
+}
+
 // decodeBody decodes a handler's JSON request body.
 func decodeBody[T any](t *testing.T, r *http.Request) T {
 	var v T

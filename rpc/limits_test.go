@@ -1,7 +1,10 @@
 package rpc
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -117,13 +120,17 @@ func TestWrittenFrameLimitAtTheLimit(t *testing.T) {
 	require.Equal(t, max, out.Len(), "nothing of the refused frame is written")
 }
 
-// An error message of exactly MaxErrorMessage bytes leaves unchanged; one
-// byte more is cut to the limit and marked.
+// An error message of exactly 8 KiB (8192 bytes) leaves unchanged; one
+// byte more is cut to the limit and marked. (Pins a default:
+// MaxErrorMessage, 8 KiB.)
 func TestErrorMessageCapAtTheLimit(t *testing.T) {
-	at := strings.Repeat("m", MaxErrorMessage)
-	require.Equal(t, at, wireError(errors.New(at)).Message)
+	at := strings.Repeat("m", 8192)
+	msg := wireError(errors.New(at)).Message
+	require.Equal(t, 8192, len(msg), "exactly the cap: unchanged")
+	require.True(t, msg == at, "exactly the cap: unchanged")
 	over := wireError(errors.New(at + "x")).Message
-	require.Equal(t, at+"…", over)
+	require.Equal(t, 8192+len("…"), len(over), "one byte more: cut to the cap and marked")
+	require.True(t, over == at+"…", "one byte more: cut to the cap and marked")
 }
 
 // An execute.log chunk holds at most MaxLogChunkChars UTF-16 units.
@@ -140,4 +147,115 @@ func TestLogChunkAtTheLimit(t *testing.T) {
 	head, units = splitChars(strings.Repeat("a", MaxLogChunkChars-1)+"😀", MaxLogChunkChars)
 	require.Len(t, head, MaxLogChunkChars-1)
 	require.Equal(t, MaxLogChunkChars-1, units)
+}
+
+// spaces yields n spaces, a block at a time, without holding them.
+type spaces struct{ n int64 }
+
+var spaceBlock = bytes.Repeat([]byte{' '}, 64<<10)
+
+func (s *spaces) Read(p []byte) (int, error) {
+	if s.n <= 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(int64(len(p)), s.n)], spaceBlock)
+	s.n -= int64(k)
+	return k, nil
+}
+
+// paddedFrame is obj followed by spaces up to exactly size bytes of
+// content, then a newline; the padding is white space the stream trims,
+// so the frame is as cheap to parse as obj alone.
+func paddedFrame(obj string, size int64) io.Reader {
+	return io.MultiReader(strings.NewReader(obj), &spaces{n: size - int64(len(obj))}, strings.NewReader("\n"))
+}
+
+// Serve with no MaxFrame takes a line of exactly 128 MiB (134217728
+// bytes) and answers it; a line of one byte more is refused with an
+// Invalid Request naming 134217728 and its sniffed id, and the next frame
+// is served. The input is generated as it is read. (Pins a default:
+// DefaultMaxFrame, 128 << 20.)
+func TestDefaultFrameLimitIs128MiB(t *testing.T) {
+	const limit = 134217728
+	in := io.MultiReader(
+		paddedFrame(`{"jsonrpc":"2.0","id":1,"method":"health"}`, limit),
+		paddedFrame(`{"jsonrpc":"2.0","id":2,"method":"health"}`, limit+1),
+		strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"health"}`+"\n"),
+	)
+	var out bytes.Buffer
+	require.NoError(t, Serve(context.Background(), in, &out, Options{}))
+	var got []map[string]any
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var m map[string]any
+		d := json.NewDecoder(strings.NewReader(sc.Text()))
+		d.UseNumber()
+		require.NoError(t, d.Decode(&m), "%q", sc.Text())
+		got = append(got, m)
+	}
+	require.NoError(t, sc.Err())
+	require.Len(t, got, 3, "one answer per frame: %v", got)
+	require.Equal(t, json.Number("1"), got[0]["id"])
+	require.Equal(t, map[string]any{"status": "ok"}, got[0]["result"], "exactly 128 MiB: served")
+	require.Equal(t, json.Number("2"), got[1]["id"])
+	require.Equal(t, CodeInvalidRequest, errCode(t, got[1]))
+	require.Equal(t, "Invalid Request: frame exceeds the 134217728-byte limit", got[1]["error"].(map[string]any)["message"])
+	require.Equal(t, json.Number("3"), got[2]["id"])
+	require.Equal(t, map[string]any{"status": "ok"}, got[2]["result"], "serving goes on")
+}
+
+// ExecuteLog sends a chunk of exactly 1,000,000 UTF-16 units whole and
+// splits 1,000,001 into 1,000,000 and 1; an execute call may stream
+// exactly 128 Mi (134217728) characters, and the character one past is
+// refused. The handler starts 4 characters under the total (streaming
+// 128 Mi characters would only cost time). (Pins a default:
+// MaxLogChunkChars, 1,000,000, and MaxLogTotalChars, 128 << 20.)
+func TestDefaultLogChunkAndTotalAtTheLimit(t *testing.T) {
+	errs := make(chan error, 6)
+	reg := NewRegistry()
+	reg.Register("execute", func(ctx context.Context, _ json.RawMessage) (any, error) {
+		errs <- ExecuteLog(ctx, Stdout, strings.Repeat("a", 1_000_000))
+		errs <- ExecuteLog(ctx, Stderr, strings.Repeat("b", 1_000_001))
+		r := ctx.Value(requestKey{}).(*request)
+		r.mu.Lock()
+		r.logChars = 134217728 - 4
+		r.mu.Unlock()
+		errs <- ExecuteLog(ctx, Stdout, "cd")
+		errs <- ExecuteLog(ctx, Stdout, "😀") // two characters: exactly the total
+		errs <- ExecuteLog(ctx, Stderr, "x")
+		return map[string]any{"exitCode": 0}, nil
+	})
+	p := startPeer(t, reg, Options{})
+	p.send(`{"jsonrpc":"2.0","id":1,"method":"execute","paperclipInvocation":{"id":"inv-1"}}`)
+	type chunk struct {
+		stream string
+		n      int
+		text   string
+	}
+	var got []chunk
+	for {
+		m := p.recv()
+		if _, ok := m["id"]; ok {
+			require.Contains(t, m, "result")
+			break
+		}
+		params := m["params"].(map[string]any)
+		text := params["chunk"].(string)
+		c := chunk{stream: params["stream"].(string), n: len(text)}
+		if c.n < 10 {
+			c.text = text
+		}
+		got = append(got, c)
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	require.ErrorIs(t, <-errs, ErrLogBudget, "one past the total")
+	require.Equal(t, []chunk{
+		{"stdout", 1_000_000, ""},
+		{"stderr", 1_000_000, ""},
+		{"stderr", 1, "b"},
+		{"stdout", 2, "cd"},
+		{"stdout", 4, "😀"},
+	}, got)
 }

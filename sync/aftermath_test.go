@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	stdsync "sync"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,10 +58,11 @@ func TestStreamedExportKeepsTheSmallerTotal(t *testing.T) {
 	assert.Len(t, readFile(t, filepath.Join(host, "w", "f")), 80<<10)
 }
 
-// An operation lists at most MaxOmittedListed omitted links across all of
-// its mappings, and counts every one: a list that reaches the limit
-// exactly on a later mapping is full, one more is counted, not listed.
-// (Planted: the room test off by one.)
+// An operation lists at most 20 omitted links across all of its
+// mappings, and counts every one: a list that reaches the limit exactly
+// on a later mapping is full, one more is counted, not listed: 21 unsafe
+// links, 20 listed. (Planted: the room test off by one.) (Pins a default:
+// MaxOmittedListed, 20.)
 func TestOmittedLinksListedUpToTheLimit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -73,15 +76,93 @@ func TestOmittedLinksListedUpToTheLimit(t *testing.T) {
 		e.sh(t, dir, b.String())
 	}
 	a, b := filepath.Join(e.root, "a"), filepath.Join(e.root, "b")
-	links(a, MaxOmittedListed-1)
+	links(a, 19)
 	links(b, 2)
 	host := t.TempDir()
 	res, err := e.syncOut(t, Options{}, dirMapping(a, filepath.Join(host, "a")), dirMapping(b, filepath.Join(host, "b")))
 	require.NoError(t, err)
 	require.Len(t, res, 1)
-	assert.EqualValues(t, MaxOmittedListed+1, res[0].OmittedUnsafeLinkCount, "every omitted link counted")
-	require.Len(t, res[0].OmittedUnsafeLinks, MaxOmittedListed, "listed up to the limit, across mappings")
-	assert.Equal(t, b+"/l00", res[0].OmittedUnsafeLinks[MaxOmittedListed-1], "the last listed is the later mapping's first")
+	assert.EqualValues(t, 21, res[0].OmittedUnsafeLinkCount, "every omitted link counted")
+	require.Len(t, res[0].OmittedUnsafeLinks, 20, "listed up to the limit, across mappings")
+	assert.Equal(t, b+"/l00", res[0].OmittedUnsafeLinks[19], "the last listed is the later mapping's first")
+}
+
+// A SyncOut without HostReserve leaves 1 GiB free on the host: a
+// 1000-byte file is refused with the host-space error while the
+// filesystem reports 1 GiB + 999 bytes free, and nothing is left behind;
+// at 1 GiB + 1000 bytes free (exactly the reserve left) it is written.
+// (Pins a default: DefaultHostReserve, 1 << 30.)
+func TestDefaultHostReserveIsOneGiB(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	body := randomBytes(t, 1000)
+	require.NoError(t, os.WriteFile(filepath.Join(e.root, "f"), body, 0o644))
+	host := t.TempDir()
+	m := fileMapping(e.root+"/f", filepath.Join(host, "f"))
+	free := func(n int64) Options {
+		return Options{HostFreeSpace: func(string) (int64, error) { return n, nil }}
+	}
+	_, err := e.syncOut(t, free(1_073_741_824+999), m)
+	require.ErrorIs(t, err, ErrHostSpace)
+	assert.Contains(t, err.Error(), "a 1000-byte write would leave less than 1073741824 bytes free")
+	assert.NoFileExists(t, m.TargetPath)
+	e.noScratchLeft(t, host)
+
+	_, err = e.syncOut(t, free(1_073_741_824+1000), m)
+	require.NoError(t, err)
+	assert.Equal(t, string(body), readFile(t, m.TargetPath))
+}
+
+// A SyncOut to host targets whose parent directories do not exist makes
+// them with mode 0755, for a file target and for a directory target, and
+// fills the directory target in a private staging directory of mode 0700
+// next to it (seen from the free-space hook, which runs before each write
+// into it). The umask is 0 meanwhile, so the modes are the worker's own:
+// under the usual 022, 0777 would pass for 0755. (Pins a default: the
+// 0o755 of newHostFile's and newHostDir's MkdirAll and the 0o700 of the
+// staging directory, sync/host.go.)
+func TestMissingHostParentsAre0755AndStagingIs0700(t *testing.T) {
+	// Not parallel: the umask is the whole process's.
+	e := newEnv(t)
+	writeFile(t, filepath.Join(e.root, "w", "a"), "payload", 0o644)
+	host := t.TempDir()
+	var mu stdsync.Mutex
+	var staging []os.FileMode
+	o := Options{HostFreeSpace: func(dir string) (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		ents, err := os.ReadDir(dir)
+		if err != nil {
+			return 0, err
+		}
+		for _, en := range ents {
+			if en.IsDir() && strings.HasPrefix(en.Name(), scratchPrefix) {
+				fi, err := en.Info()
+				if err != nil {
+					return 0, err
+				}
+				staging = append(staging, fi.Mode().Perm())
+			}
+		}
+		return 1 << 40, nil
+	}}
+	_, err := func() ([]OperationResult, error) {
+		defer syscall.Umask(syscall.Umask(0))
+		return e.syncOut(t, o,
+			fileMapping(e.root+"/w/a", filepath.Join(host, "f1", "f2", "a")),
+			dirMapping(e.root+"/w", filepath.Join(host, "d1", "d2", "w")))
+	}()
+	require.NoError(t, err)
+	assert.Equal(t, "payload", readFile(t, filepath.Join(host, "f1", "f2", "a")))
+	assert.Equal(t, "payload", readFile(t, filepath.Join(host, "d1", "d2", "w", "a")))
+	for _, d := range []string{"f1", "f1/f2", "d1", "d1/d2"} {
+		assert.Equal(t, "0755", fmt.Sprintf("%#o", permOf(t, filepath.Join(host, d))), d)
+	}
+	require.NotEmpty(t, staging, "the directory target was written through its staging directory")
+	for _, m := range staging {
+		assert.Equal(t, "0700", fmt.Sprintf("%#o", m), "the staging directory")
+	}
+	e.noScratchLeft(t, host)
 }
 
 // dirOf is the parent of a sandbox path; a file directly under / has /.
