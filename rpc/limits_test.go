@@ -170,15 +170,17 @@ func paddedFrame(obj string, size int64) io.Reader {
 	return io.MultiReader(strings.NewReader(obj), &spaces{n: size - int64(len(obj))}, strings.NewReader("\n"))
 }
 
-// Serve with no MaxFrame takes a line of exactly 128 MiB (134217728
-// bytes) and answers it; a line of one byte more is refused with an
-// Invalid Request naming 134217728 and its sniffed id, and the next frame
-// is served. The input is generated as it is read. (Pins a default:
-// DefaultMaxFrame, 128 << 20.)
+// Serve with no MaxFrame refuses a line of 128 MiB and one byte
+// (134217729 bytes) with an Invalid Request naming the 134217728-byte
+// limit, and serves the next frame. The input is generated as it is read.
+// A frame of exactly the limit is not sent here: decoding 128 MiB of JSON
+// under the race detector costs 45 s and 1.4 GB; the limit's own side is
+// tested with a small MaxFrame (TestFrameLimitAtTheLimit). (Pins a default:
+// DefaultMaxFrame, 128 << 20: a larger one serves the frame, a smaller
+// one names another limit.)
 func TestDefaultFrameLimitIs128MiB(t *testing.T) {
 	const limit = 134217728
 	in := io.MultiReader(
-		paddedFrame(`{"jsonrpc":"2.0","id":1,"method":"health"}`, limit),
 		paddedFrame(`{"jsonrpc":"2.0","id":2,"method":"health"}`, limit+1),
 		strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"health"}`+"\n"),
 	)
@@ -194,14 +196,12 @@ func TestDefaultFrameLimitIs128MiB(t *testing.T) {
 		got = append(got, m)
 	}
 	require.NoError(t, sc.Err())
-	require.Len(t, got, 3, "one answer per frame: %v", got)
-	require.Equal(t, json.Number("1"), got[0]["id"])
-	require.Equal(t, map[string]any{"status": "ok"}, got[0]["result"], "exactly 128 MiB: served")
-	require.Equal(t, json.Number("2"), got[1]["id"])
-	require.Equal(t, CodeInvalidRequest, errCode(t, got[1]))
-	require.Equal(t, "Invalid Request: frame exceeds the 134217728-byte limit", got[1]["error"].(map[string]any)["message"])
-	require.Equal(t, json.Number("3"), got[2]["id"])
-	require.Equal(t, map[string]any{"status": "ok"}, got[2]["result"], "serving goes on")
+	require.Len(t, got, 2, "one answer per frame: %v", got)
+	require.Equal(t, json.Number("2"), got[0]["id"])
+	require.Equal(t, CodeInvalidRequest, errCode(t, got[0]))
+	require.Equal(t, "Invalid Request: frame exceeds the 134217728-byte limit", got[0]["error"].(map[string]any)["message"])
+	require.Equal(t, json.Number("3"), got[1]["id"])
+	require.Equal(t, map[string]any{"status": "ok"}, got[1]["result"], "serving goes on")
 }
 
 // ExecuteLog sends a chunk of exactly 1,000,000 UTF-16 units whole and
