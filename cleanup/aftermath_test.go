@@ -172,3 +172,21 @@ func TestOwnedNeedsEveryPart(t *testing.T) {
 	}
 	require.True(t, owned(func(sb *daytona.Sandbox) { delete(sb.Labels, LabelRunID) }), "the run id is optional")
 }
+
+// With an observed id, the failed-create cleanup looks the sandbox up by
+// that id, never by its creation name: a sandbox Daytona is already
+// destroying answers 404 by its old name (it was renamed DESTROYED_…),
+// yet it still exists, and the cleanup reports success only once it is
+// gone. (Sample-6 bug 15: the lookup by name after an observation.)
+func TestDestroyFailedCreationLooksUpTheObservedID(t *testing.T) {
+	te := testenv.New(t, testenv.WithServer(daytonatest.WithTransitionDelay(300*time.Millisecond)))
+	ctx := context.Background()
+	env := envelope("33333333-3333-4333-8333-333333333333")
+	sb := create(t, te, env)
+	env.ObservedProviderLeaseID = sb.ID
+	_, _, err := te.Client.Sandboxes.Delete(ctx, sb.Name) // an earlier delete whose answer was lost
+	require.NoError(t, err)
+	require.True(t, alive(t, te, sb.ID), "the destruction is still under way")
+	require.NoError(t, DestroyFailedCreation(ctx, te.Client.Sandboxes, fp, &env, Options{}))
+	require.False(t, alive(t, te, sb.ID), "reported gone while the observed sandbox still existed")
+}
