@@ -229,6 +229,24 @@ func TestStatusClassesAtTheirEdges(t *testing.T) {
 	}
 }
 
+// A server that hands out the same cursor again would be listed forever:
+// the listing ends after the page that repeats it, with "cursor repeated",
+// two requests in, not after 10,000 pages. (Sample-6 bug 29: the cursor
+// not recorded.)
+func TestListEndsOnARepeatedCursor(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	var n atomic.Int32
+	f.handle("GET /api/sandbox", func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		writeJSON(w, 200, map[string]any{"items": []any{sandboxJSON("a", "a", StateStarted)}, "nextCursor": "c1"})
+	})
+	_, err := f.c.Sandboxes.ListAll(t.Context(), nil)
+	require.ErrorIs(t, err, ErrMalformedResponse)
+	require.ErrorContains(t, err, "cursor repeated")
+	require.EqualValues(t, 2, n.Load())
+}
+
 // The client takes 200 to 299 as success, and a 300 as the redirect it
 // is, never as an answer to decode. (Found by make mutate: <= 300.)
 func TestSuccessEndsAt299(t *testing.T) {
