@@ -532,3 +532,26 @@ func TestZeroTailedFilesArriveWhole(t *testing.T) {
 		}
 	}
 }
+
+// followSymlinks refuses a link back into its own ancestors (a loop) but
+// not one to a directory it has already walked beside it: a link to a
+// sibling directory is packed as a second copy. (Sample-6 bug 19: the
+// walked directory left on the loop stack.)
+func TestFollowSymlinksPacksALinkToAWalkedSibling(t *testing.T) {
+	e := newEnv(t)
+	src := filepath.Join(t.TempDir(), "src")
+	require.NoError(t, os.MkdirAll(filepath.Join(src, "a"), 0o755))
+	writeFile(t, filepath.Join(src, "a", "f.txt"), "A", 0o644)
+	require.NoError(t, os.Symlink("a", filepath.Join(src, "b"))) // walked after a
+	m := Mapping{SourcePath: src, TargetPath: e.root + "/sib", Kind: KindDirectory, FollowSymlinks: true}
+	_, err := e.syncIn(t, Options{}, m)
+	require.NoError(t, err)
+	assert.Equal(t, "A", readFile(t, filepath.Join(e.root, "sib", "a", "f.txt")))
+	assert.Equal(t, "A", readFile(t, filepath.Join(e.root, "sib", "b", "f.txt")))
+
+	require.NoError(t, os.Symlink("..", filepath.Join(src, "a", "up"))) // a real loop
+	m.TargetPath = e.root + "/loop"
+	_, err = e.syncIn(t, Options{}, m)
+	require.ErrorIs(t, err, ErrInvalidOperation)
+	require.ErrorContains(t, err, "symlink loop")
+}
