@@ -501,3 +501,17 @@ func TestSyncOutGuardRefusesSymlinkSwappedInBeforeCopy(t *testing.T) {
 		})
 	}
 }
+
+// A sandbox whose container is gone (Daytona holds it in state error with
+// the missing-container reason, and its toolbox answers 404) is a deleted
+// sandbox to a syncOut: the stable code, no provider detail. (Sample-6
+// bug 21: the missing container not taken as gone.)
+func TestSyncOutOfALostContainerIsStableCode(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	require.NoError(t, e.srv.LoseContainer(e.sb.ID))
+	require.NoError(t, e.srv.SetError(e.sb.ID, daytonatest.MissingContainerReason(e.sb.ID), false))
+	_, err := e.syncOut(t, Options{}, fileMapping(e.root+"/a", filepath.Join(t.TempDir(), "a")))
+	require.ErrorIs(t, err, ErrSandboxNotFound)
+	assert.Equal(t, "daytona_sandbox_not_found", err.Error())
+}
