@@ -102,17 +102,18 @@ func TestSyncOutSweepsStaleHostLeftovers(t *testing.T) {
 }
 
 // TestHostSweepUsesTheInjectedClock: staleness is measured with
-// Options.Now against Options.StaleAfter, not the machine's clock.
+// Options.Now against Options.StaleAfter, not the machine's clock; with
+// none set, a leftover is stale at 25 h. (Pins a default: DefaultStaleAfter.)
 func TestHostSweepUsesTheInjectedClock(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	left := filepath.Join(dir, reserved(""))
 	writeFile(t, left, "x", 0o600)
 	base := time.Now()
-	o := Options{Now: func() time.Time { return base.Add(DefaultStaleAfter - time.Minute) }}
+	o := Options{Now: func() time.Time { return base.Add(25*time.Hour - time.Minute) }}
 	o.sweepHost(dir)
 	assert.FileExists(t, left, "younger than StaleAfter by the injected clock")
-	o.Now = func() time.Time { return base.Add(DefaultStaleAfter + time.Minute) }
+	o.Now = func() time.Time { return base.Add(25*time.Hour + time.Minute) }
 	o.sweepHost(dir)
 	assert.NoFileExists(t, left)
 
