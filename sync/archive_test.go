@@ -99,6 +99,7 @@ var hostileCases = []struct {
 	reason string
 }{
 	{"absolute name", []member{{name: "/etc/evil", typ: tar.TypeReg, body: "x"}}, Limits{}, reasonEscape},
+	{"empty name", []member{{name: "", typ: tar.TypeReg, body: "x"}}, Limits{}, reasonEscape},
 	{"parent traversal", []member{{name: "../outside.txt", typ: tar.TypeReg, body: "x"}}, Limits{}, reasonEscape},
 	{"inner traversal", []member{{name: "a/../../outside.txt", typ: tar.TypeReg, body: "x"}}, Limits{}, reasonEscape},
 	{"dot-dot directory", []member{{name: "../", typ: tar.TypeDir}}, Limits{}, reasonEscape},
