@@ -33,18 +33,49 @@ func TestDeleteAndWaitByNameWaitsForTheRealDeletion(t *testing.T) {
 
 // A delete sent earlier whose answer was lost leaves the sandbox being
 // destroyed under its DESTROYED_ name, so the old name answers 404 at
-// once: DeleteAndWait by that name (its delete answered 404) still
-// returns only once the renamed sandbox is gone. (Found by make dropcond
-// -cover: no cleanup test ran the renamed sandbox's wait.)
+// once: DeleteAndWait by that name (its delete answered 404) waits on the
+// renamed sandbox's id and returns only once it is gone. The destruction
+// is held, so "returned too early" is a fact, not a race. (Found by make
+// dropcond -cover: no cleanup test ran the renamed sandbox's wait.)
 func TestDeleteAndWaitByNameWaitsForARenamedSandbox(t *testing.T) {
-	env := testenv.New(t, testenv.WithServer(daytonatest.WithTransitionDelay(300*time.Millisecond)))
+	env := testenv.New(t)
 	sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
 	ctx := context.Background()
+	release := env.Server.HoldTransitions(sb.ID)
 	_, _, err := env.Client.Sandboxes.Delete(ctx, sb.Name) // its answer "lost"
 	require.NoError(t, err)
-	require.True(t, alive(t, env, sb.ID), "the destruction is still under way")
-	require.NoError(t, DeleteAndWait(ctx, env.Client.Sandboxes, sb.Name))
-	require.False(t, alive(t, env, sb.ID), "returned before Daytona completed the deletion")
+	done := make(chan error, 1)
+	go func() { done <- DeleteAndWait(ctx, env.Client.Sandboxes, sb.Name) }()
+	requireWaitsOn(t, env, sb.ID, done, release)
+	require.False(t, alive(t, env, sb.ID))
+}
+
+// requireWaitsOn checks that a call (its result on done) reads the held
+// sandbox id while it is being destroyed and has not returned then; it
+// then releases the destruction and requires the call to succeed.
+func requireWaitsOn(t *testing.T, env *testenv.Env, id string, done <-chan error, release func()) {
+	t.Helper()
+	read := make(chan error, 1)
+	go func() {
+		read <- env.Server.Await(t.Context(), func() bool {
+			for _, r := range env.Server.Requests() {
+				if r.Method == "GET" && r.Path == "/sandbox/"+id {
+					return true
+				}
+			}
+			return false
+		})
+	}()
+	select {
+	case err := <-done:
+		release()
+		t.Fatalf("returned (%v) while the sandbox was still being destroyed", err)
+	case err := <-read:
+		require.NoError(t, err)
+	}
+	require.True(t, alive(t, env, id), "held: the destruction is still under way")
+	release()
+	require.NoError(t, <-done)
 }
 
 // An envelope with no labels cannot be journaled by the host.
@@ -179,14 +210,16 @@ func TestOwnedNeedsEveryPart(t *testing.T) {
 // yet it still exists, and the cleanup reports success only once it is
 // gone. (Sample-6 bug 15: the lookup by name after an observation.)
 func TestDestroyFailedCreationLooksUpTheObservedID(t *testing.T) {
-	te := testenv.New(t, testenv.WithServer(daytonatest.WithTransitionDelay(300*time.Millisecond)))
+	te := testenv.New(t)
 	ctx := context.Background()
 	env := envelope("33333333-3333-4333-8333-333333333333")
 	sb := create(t, te, env)
 	env.ObservedProviderLeaseID = sb.ID
+	release := te.Server.HoldTransitions(sb.ID)
 	_, _, err := te.Client.Sandboxes.Delete(ctx, sb.Name) // an earlier delete whose answer was lost
 	require.NoError(t, err)
-	require.True(t, alive(t, te, sb.ID), "the destruction is still under way")
-	require.NoError(t, DestroyFailedCreation(ctx, te.Client.Sandboxes, fp, &env, Options{}))
+	done := make(chan error, 1)
+	go func() { done <- DestroyFailedCreation(ctx, te.Client.Sandboxes, fp, &env, Options{}) }()
+	requireWaitsOn(t, te, sb.ID, done, release)
 	require.False(t, alive(t, te, sb.ID), "reported gone while the observed sandbox still existed")
 }
