@@ -88,6 +88,9 @@ func TestErrorDataLeavesOnlyWhatTheHostAccepts(t *testing.T) {
 		m := data(&Error{Envelope: envelope("a1"), Diagnostic: &Diagnostic{Phase: phase, ElapsedMs: 0, BudgetMs: 1}})
 		require.Equal(t, phase, m["acquisitionDiagnostic"].(map[string]any)["phase"])
 	}
+	// The host's bounds themselves are kept: a week elapsed, a day's budget.
+	m := data(&Error{Envelope: envelope("a1"), Diagnostic: &Diagnostic{Phase: "shell", ElapsedMs: 604800000, BudgetMs: 86400000}})
+	require.Equal(t, map[string]any{"phase": "shell", "elapsedMs": float64(604800000), "budgetMs": float64(86400000)}, m["acquisitionDiagnostic"])
 	for name, d := range map[string]Diagnostic{
 		"cleanup phase":    {Phase: "cleanup", ElapsedMs: 5, BudgetMs: 10},
 		"empty phase":      {ElapsedMs: 5, BudgetMs: 10},
