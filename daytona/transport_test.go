@@ -255,3 +255,17 @@ func TestWebSocketsTakeTheTransportsProxy(t *testing.T) {
 	assert.Equal(t, "proxied\n", out.String())
 	assert.Greater(t, proxied.Load(), before, "the follow's upgrade went through the proxy")
 }
+
+// The transport's timeouts: an idle connection is retired at 50 s, before
+// the 60 s a load balancer commonly drops it after (a POST is never
+// written on a connection the server is closing), and an HTTP/2
+// connection that is silent for 30 s is pinged. (Pins defaults:
+// idleConnTimeout, h2PingAfter, tlsHandshakeTimeout.)
+func TestTransportRetiresIdleConnectionsBeforeALoadBalancer(t *testing.T) {
+	t.Parallel()
+	tr := daytona.NewTransport()
+	require.Equal(t, 50*time.Second, tr.IdleConnTimeout)
+	require.Equal(t, 30*time.Second, tr.HTTP2.SendPingTimeout)
+	require.Equal(t, 10*time.Second, tr.TLSHandshakeTimeout)
+	require.True(t, tr.ForceAttemptHTTP2)
+}

@@ -174,7 +174,13 @@ func TestValidateSecretIDCountsAsKey(t *testing.T) {
 }
 
 func TestWarnings(t *testing.T) {
-	assert.Empty(t, Warnings(mustParse(t, `{"image":"i","memory":8}`)))
+	// The manifest's sizes, 1, 2, 4 and 8 GiB, warn of nothing; others do.
+	for _, m := range []string{"1", "2", "4", "8"} {
+		assert.Empty(t, Warnings(mustParse(t, `{"image":"i","memory":`+m+`}`)), m)
+	}
+	for _, m := range []string{"3", "6", "1.5"} {
+		assert.Len(t, Warnings(mustParse(t, `{"image":"i","memory":`+m+`}`)), 1, m)
+	}
 	assert.Empty(t, Warnings(mustParse(t, `{}`)))
 	w := Warnings(mustParse(t, `{"image":"i","memory":16}`))
 	require.Len(t, w, 1)
