@@ -235,6 +235,13 @@ func (t *trial) cleanup(ctx context.Context) {
 				t.name = r.Sandbox.Name
 			}
 		}
+		if t.envelope != nil && t.envelope.ObservedProviderLeaseID == "" &&
+			!slices.ContainsFunc(found, func(sb daytona.Sandbox) bool { return sb.Name == t.envelope.ProviderLeaseID }) {
+			// A create was sent and its sandbox was never seen: Daytona
+			// may still make it, so its absence proves nothing.
+			errs = append(errs, fmt.Errorf("sandbox %s: %w", t.envelope.ProviderLeaseID, cleanup.ErrNotObserved))
+			t.name = t.envelope.ProviderLeaseID
+		}
 		if leaseID != "" && !slices.ContainsFunc(found, func(sb daytona.Sandbox) bool { return sb.ID == leaseID }) {
 			errs = append(errs, fmt.Errorf("sandbox %s was not listed, so its removal is not confirmed", leaseID))
 		}

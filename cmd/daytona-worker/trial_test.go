@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"maps"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/internal/testenv"
@@ -58,8 +60,12 @@ func TestTrialRunsALeaseAndLeavesNothing(t *testing.T) {
 }
 
 // TestTrialInterruptedLeavesNothing: Ctrl-C at any point of the trial
-// (here during the sync, and during a create whose reply never comes)
-// still leaves no sandbox behind.
+// (here during the sync, and during a create whose reply never comes,
+// once Daytona made the sandbox) still leaves no sandbox behind. The
+// Ctrl-C waits for the sandbox, not for the fault's hit: the emulator
+// counts the hit before it performs the create, and a trial interrupted
+// before the sandbox exists cannot find it (a stress run did that; see
+// TestTrialNamesACreateItNeverSaw).
 func TestTrialInterruptedLeavesNothing(t *testing.T) {
 	for name, f := range map[string]daytonatest.Fault{
 		"during the sync":        {Method: "POST", Route: "/files/bulk-upload", Hang: true},
@@ -71,7 +77,7 @@ func TestTrialInterruptedLeavesNothing(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			go func() {
-				_ = e.srv.Await(ctx, func() bool { return h.Hits() > 0 })
+				_ = e.srv.Await(ctx, func() bool { return h.Hits() > 0 && len(e.srv.Sandboxes()) > 0 })
 				cancel() // the operator's Ctrl-C
 			}()
 			rep, seen := e.trial(ctx)
@@ -82,6 +88,28 @@ func TestTrialInterruptedLeavesNothing(t *testing.T) {
 			assert.Empty(t, e.srv.Sandboxes(), "the interrupted trial left nothing")
 		})
 	}
+}
+
+// TestTrialNamesACreateItNeverSaw: Ctrl-C during a create Daytona has
+// not answered and no sandbox of that name is visible: the trial cannot
+// prove nothing was made (Daytona may still make it), so it names the
+// creation name instead of reporting nothing left behind.
+func TestTrialNamesACreateItNeverSaw(t *testing.T) {
+	e := newTestEnv(t, nil)
+	h := e.srv.Inject(daytonatest.Fault{Method: "POST", Route: "/sandbox", Hang: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_ = e.srv.Await(ctx, func() bool { return h.Hits() > 0 })
+		cancel() // the operator's Ctrl-C
+	}()
+	rep, seen := e.trial(ctx)
+	require.False(t, trialOK(rep))
+	require.Equal(t, "cleanup", seen[len(seen)-1])
+	last := rep.Steps[len(rep.Steps)-1]
+	require.ErrorIs(t, last.Err, cleanup.ErrNotObserved)
+	require.True(t, strings.HasPrefix(rep.Leftover, cleanup.CreationNamePrefix), rep.Leftover)
+	require.Contains(t, last.Err.Error(), rep.Leftover)
 }
 
 // TestTrialNamesWhatItCouldNotRemove: when Daytona refuses every delete,
