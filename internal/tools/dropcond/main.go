@@ -142,7 +142,7 @@ func main() {
 				if len(tests) == 0 {
 					return "", false, nil
 				}
-				out, err := goTestSelected(ctx, dir, tests, c.limit(tests))
+				out, err := goTest(ctx, dir, tests, c.limit(tests))
 				return out, true, err
 			}
 		} else {
@@ -151,13 +151,13 @@ func main() {
 			// makes a test hang costs that, not the test binary's own
 			// timeout.
 			start := time.Now()
-			if out, err := goTest(ctx, dir, 10*time.Minute); err != nil {
+			if out, err := goTest(ctx, dir, nil, 10*time.Minute); err != nil {
 				fmt.Fprintf(os.Stderr, "dropcond: the tests of %s fail without any mutant:\n%s\n", dir, out)
 				os.Exit(1)
 			}
 			limit := max(3*time.Since(start), 30*time.Second)
 			test = func(string, int) (string, bool, error) {
-				out, err := goTest(ctx, dir, limit)
+				out, err := goTest(ctx, dir, nil, limit)
 				return out, true, err
 			}
 		}
@@ -184,9 +184,14 @@ func main() {
 	fmt.Println()
 }
 
-// goTest runs the tests of the package in dir, failing fast, within limit.
-func goTest(ctx context.Context, dir string, limit time.Duration) (string, error) {
-	cmd := osexec.CommandContext(ctx, "go", "test", "-count=1", "-failfast", "-timeout", limit.String(), "./"+filepath.ToSlash(dir))
+// goTest runs the tests of the package in dir, failing fast, within
+// limit: only the named ones when tests is not empty, else all of them.
+func goTest(ctx context.Context, dir string, tests []string, limit time.Duration) (string, error) {
+	args := []string{"test", "-count=1", "-failfast", "-timeout", limit.String()}
+	if len(tests) > 0 {
+		args = append(args, "-run", runPattern(tests))
+	}
+	cmd := osexec.CommandContext(ctx, "go", append(args, "./"+filepath.ToSlash(dir))...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
