@@ -144,6 +144,23 @@ func (c *inflight) WaitUntilGone(ctx context.Context, id string) error {
 	return c.SandboxAPI.WaitUntilGone(ctx, id)
 }
 
+// heldOrphans makes n orphans of run-1 and finds them by the filter it
+// returns; the emulator then holds every DELETE until gate is closed, and
+// held counts the deletes it has received.
+func heldOrphans(ctx context.Context, t *testing.T, env *testenv.Env, n int) (found []daytona.Sandbox, f SweepFilter, gate chan struct{}, held *daytonatest.FaultHandle) {
+	t.Helper()
+	for range n {
+		ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	}
+	f = SweepFilter{RunID: "run-1"}
+	found, err := FindOrphans(ctx, env.Client.Sandboxes, f)
+	require.NoError(t, err)
+	require.Len(t, found, n)
+	gate = make(chan struct{})
+	held = env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Gate: gate})
+	return found, f, gate, held
+}
+
 // TestDeleteOrphansIsBoundedAndWaits: with every delete held, exactly the
 // concurrency limit is in flight; once released, every sandbox is gone
 // before DeleteOrphans returns, and done saw each one.
@@ -151,15 +168,7 @@ func TestDeleteOrphansIsBoundedAndWaits(t *testing.T) {
 	env := testenv.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for range 5 {
-		ownedSandbox(t, env, "company-1", "env-1", "run-1")
-	}
-	f := SweepFilter{RunID: "run-1"}
-	found, err := FindOrphans(ctx, env.Client.Sandboxes, f)
-	require.NoError(t, err)
-	require.Len(t, found, 5)
-	gate := make(chan struct{})
-	held := env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Gate: gate})
+	found, f, gate, held := heldOrphans(ctx, t, env, 5)
 	api := &inflight{SandboxAPI: env.Client.Sandboxes}
 	var mu sync.Mutex
 	var seen []string
@@ -227,15 +236,7 @@ func TestDeleteOrphansDefaultsToFourAtOnce(t *testing.T) {
 	// Bounds a hang only (a limit below 4 never sends the 4th delete).
 	bound, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for range 8 {
-		ownedSandbox(t, env, "company-1", "env-1", "run-1")
-	}
-	f := SweepFilter{RunID: "run-1"}
-	found, err := FindOrphans(bound, env.Client.Sandboxes, f)
-	require.NoError(t, err)
-	require.Len(t, found, 8)
-	gate := make(chan struct{})
-	env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Gate: gate})
+	found, f, gate, _ := heldOrphans(bound, t, env, 8)
 	env.Server.ResetRequests()
 
 	deletes := make(chan string, 8)

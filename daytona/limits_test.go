@@ -198,16 +198,23 @@ func TestRetryAfterParseAtTheLimit(t *testing.T) {
 	}
 }
 
+// listOnePage answers every listing with one sandbox and nextCursor
+// cursor, and counts the requests it answers.
+func listOnePage(f *fixture, cursor string) *atomic.Int32 {
+	var n atomic.Int32
+	f.handle("GET /api/sandbox", func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		writeJSON(w, 200, map[string]any{"items": []any{sandboxJSON("a", "a", StateStarted)}, "nextCursor": cursor})
+	})
+	return &n
+}
+
 // A page whose nextCursor is "" (or null) is the last one: one request,
 // not a second listing from the start. (Planted: "" taken as a cursor.)
 func TestListEndsOnAnEmptyCursor(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	var n atomic.Int32
-	f.handle("GET /api/sandbox", func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		writeJSON(w, 200, map[string]any{"items": []any{sandboxJSON("a", "a", StateStarted)}, "nextCursor": ""})
-	})
+	n := listOnePage(f, "")
 	all, err := f.c.Sandboxes.ListAll(t.Context(), nil)
 	require.NoError(t, err)
 	require.Len(t, all, 1)
@@ -236,11 +243,7 @@ func TestStatusClassesAtTheirEdges(t *testing.T) {
 func TestListEndsOnARepeatedCursor(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	var n atomic.Int32
-	f.handle("GET /api/sandbox", func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		writeJSON(w, 200, map[string]any{"items": []any{sandboxJSON("a", "a", StateStarted)}, "nextCursor": "c1"})
-	})
+	n := listOnePage(f, "c1")
 	_, err := f.c.Sandboxes.ListAll(t.Context(), nil)
 	require.ErrorIs(t, err, ErrMalformedResponse)
 	require.ErrorContains(t, err, "cursor repeated")

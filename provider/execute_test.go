@@ -204,7 +204,7 @@ func TestSyncRoundTripThroughTheLease(t *testing.T) {
 // own timeout is ten minutes, so a slow machine never cuts it.
 func TestExecuteOutputKeeps16MiCharacters(t *testing.T) {
 	if raceEnabled {
-		t.Skip("16 MiB of output is too slow under the race detector; runs without -race")
+		t.Skip("16 MiB of output is too slow under the race detector; make test runs this without -race")
 	}
 	t.Parallel()
 	e := newTestEnv(t, nil)

@@ -40,17 +40,8 @@ func TestExecuteLogOrderingSplittingAndAfterAnswer(t *testing.T) {
 	})
 	p := startPeer(t, reg, Options{})
 	p.send(`{"jsonrpc":"2.0","id":7,"method":"execute","paperclipInvocation":{"id":"inv-7"}}`)
-	var got []map[string]any
-	for {
-		m := p.recv()
-		if _, ok := m["id"]; ok {
-			require.Equal(t, json.Number("7"), m["id"])
-			break
-		}
-		require.Equal(t, "execute.log", m["method"])
-		require.Equal(t, "inv-7", m["paperclipInvocationId"])
-		got = append(got, m["params"].(map[string]any))
-	}
+	got, answer := p.logsUntilAnswer("inv-7")
+	require.Equal(t, json.Number("7"), answer["id"])
 	close(proceed)
 	require.ErrorIs(t, <-late, ErrAnswered)
 	require.Len(t, got, 4)
@@ -152,13 +143,10 @@ func TestExecuteLogBudgetAtTheLimit(t *testing.T) {
 	})
 	p := startPeer(t, reg, Options{})
 	p.send(`{"jsonrpc":"2.0","id":1,"method":"execute","paperclipInvocation":{"id":"inv-1"}}`)
+	logs, _ := p.logsUntilAnswer("inv-1")
 	var chunks []string
-	for {
-		m := p.recv()
-		if _, ok := m["id"]; ok {
-			break
-		}
-		chunks = append(chunks, m["params"].(map[string]any)["chunk"].(string))
+	for _, l := range logs {
+		chunks = append(chunks, l["chunk"].(string))
 	}
 	require.NoError(t, <-errs)
 	require.NoError(t, <-errs, "the limit itself is allowed")

@@ -108,3 +108,19 @@ func errCode(t testing.TB, m map[string]any) int64 {
 	require.NoError(t, err)
 	return n
 }
+
+// logsUntilAnswer reads up to the next answer and returns it with the
+// params of the execute.log notifications before it, each checked to be
+// one for invocation inv.
+func (p *peer) logsUntilAnswer(inv string) (logs []map[string]any, answer map[string]any) {
+	p.t.Helper()
+	for {
+		m := p.recv()
+		if _, ok := m["id"]; ok {
+			return logs, m
+		}
+		require.Equal(p.t, "execute.log", m["method"])
+		require.Equal(p.t, inv, m["paperclipInvocationId"])
+		logs = append(logs, m["params"].(map[string]any))
+	}
+}
