@@ -58,6 +58,20 @@ func startPeer(t testing.TB, reg *Registry, opts Options) *peer {
 	return p
 }
 
+// end closes the worker's stdin and waits for Serve to return, so all it
+// will ever write (answers, logs) is written.
+func (p *peer) end() {
+	p.t.Helper()
+	p.w.Close()
+	select {
+	case err := <-p.done:
+		p.done <- err // for the cleanup's own check
+		require.NoError(p.t, err)
+	case <-time.After(10 * time.Second):
+		p.t.Fatal("Serve did not return after stdin closed")
+	}
+}
+
 // waitFor polls cond until it holds or 10 s pass.
 func waitFor(t testing.TB, cond func() bool, msg string, args ...any) {
 	t.Helper()
