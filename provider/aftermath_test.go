@@ -11,12 +11,11 @@ import (
 	"log/slog"
 	"os"
 	"path"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/daytonaworker/daytona-worker/cleanup"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
 )
@@ -289,30 +288,12 @@ func TestResumeLeavesExactlyThis(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for the driver's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // A teardown's bridge drain waits at most the shorter of its own step
 // bound and livenessTimeoutMs: a hung activity ends after the liveness
 // bound, and the warning names it. (Planted: the comparison flipped, so
 // the drain waited its full 10 s step bound.)
 func TestDrainStepTakesTheShorterLivenessBound(t *testing.T) {
-	var logs lockedBuffer
+	var logs testenv.LogBuffer
 	e := newTestEnv(t, map[string]any{"livenessTimeoutMs": 5000})
 	e.use(e.driverWith(func(o *Options) { o.Logger = slog.New(slog.NewTextHandler(&logs, nil)) }))
 	l := e.acquire(nil)

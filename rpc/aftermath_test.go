@@ -4,15 +4,14 @@ package rpc
 // docs/testing.md that no test caught.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"testing"
 
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 	"github.com/stretchr/testify/require"
 )
 
@@ -179,7 +178,7 @@ func TestStrayResponsesAreDroppedUnanswered(t *testing.T) {
 // Answers that went out log nothing at error level, up to the end of
 // serving: only a broken output is worth an operator's attention.
 func TestAnsweredRequestsLogNoError(t *testing.T) {
-	var logs safeBuffer
+	var logs testenv.LogBuffer
 	reg, _ := testRegistry()
 	p := startPeer(t, reg, Options{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError}))})
 	for i := range 3 {
@@ -188,22 +187,4 @@ func TestAnsweredRequestsLogNoError(t *testing.T) {
 	}
 	p.end() // a log written after an answer went out is in place too
 	require.Empty(t, logs.String())
-}
-
-// safeBuffer is a bytes.Buffer for concurrent writers.
-type safeBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *safeBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *safeBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
