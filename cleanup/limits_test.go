@@ -174,3 +174,116 @@ func TestSweepDeleteWaitTakesANotFoundAsGone(t *testing.T) {
 	require.Equal(t, 2, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
 	require.False(t, alive(t, env, sb.ID))
 }
+
+// The re-read before a sweep's delete decides: a sandbox that has gone
+// meanwhile is done (no DELETE sent), one the re-read cannot see is that
+// error (no DELETE sent), and one that left the filter's states is
+// refused as changed and left alone.
+func TestDeleteOrphansReReadDecides(t *testing.T) {
+	for name, tc := range map[string]struct {
+		fault   daytonatest.Fault
+		stop    bool
+		wantErr error
+		alive   bool
+	}{
+		// Only the re-read says 404: the sandbox stays, untouched.
+		"gone":       {fault: daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Status: 404, Times: 1}, alive: true},
+		"unreadable": {fault: daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Status: 500, Times: 1}, wantErr: daytona.ErrServer, alive: true},
+		"state left": {stop: true, wantErr: ErrOwnership, alive: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := testenv.New(t)
+			ctx := context.Background()
+			sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
+			f := SweepFilter{RunID: "run-1", States: []daytona.SandboxState{daytona.StateStarted}}
+			found, err := FindOrphans(ctx, env.Client.Sandboxes, f)
+			require.NoError(t, err)
+			require.Len(t, found, 1)
+			if tc.stop {
+				_, _, err = env.Client.Sandboxes.Stop(ctx, sb.ID, false)
+				require.NoError(t, err)
+				_, err = env.Client.Sandboxes.WaitUntilStopped(ctx, sb.ID)
+				require.NoError(t, err)
+			}
+			if tc.fault.Method != "" {
+				env.Server.Inject(tc.fault)
+			}
+			res := DeleteOrphans(ctx, env.Client.Sandboxes, found, f, 1, nil)
+			require.Len(t, res, 1)
+			if tc.wantErr == nil {
+				require.NoError(t, res[0].Err)
+			} else {
+				require.ErrorIs(t, res[0].Err, tc.wantErr)
+			}
+			require.Zero(t, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"), "no delete sent")
+			require.Equal(t, tc.alive, alive(t, env, sb.ID))
+		})
+	}
+}
+
+// A refused delete whose wait for the sandbox to settle fails (other than
+// by the sandbox being gone) ends the sweep's work on it with both errors:
+// one DELETE, no retry against a sandbox it cannot read.
+func TestSweepDeleteStopsWhenTheSettleWaitFails(t *testing.T) {
+	env := testenv.New(t)
+	ctx := context.Background()
+	sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Status: 409, Times: 1,
+		Body: `{"statusCode":409,"message":"state change in progress"}`})
+	// The first read is the sweep's own re-read; the second, the wait's.
+	env.Server.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Status: 500, Skip: 1, Times: 1})
+	res := DeleteOrphans(ctx, env.Client.Sandboxes, []daytona.Sandbox{*sb}, SweepFilter{RunID: "run-1"}, 0, nil)
+	require.Len(t, res, 1)
+	require.ErrorIs(t, res[0].Err, daytona.ErrConflict)
+	require.ErrorIs(t, res[0].Err, daytona.ErrServer)
+	require.Equal(t, 1, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
+	require.True(t, alive(t, env, sb.ID))
+}
+
+// A listing that fails is the sweep's error, not an empty result.
+func TestFindOrphansFailsWithItsListing(t *testing.T) {
+	env := testenv.New(t)
+	ownedSandbox(t, env, "company-1", "env-1", "run-1")
+	env.Server.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox", Status: 500})
+	found, err := FindOrphans(context.Background(), env.Client.Sandboxes, SweepFilter{RunID: "run-1"})
+	require.ErrorIs(t, err, daytona.ErrServer)
+	require.Empty(t, found)
+}
+
+// A delete by name that answers 404 is confirmed only by the listing of
+// sandboxes Daytona renamed while destroying: when that listing, or the
+// wait on a renamed sandbox, fails, DeleteAndWait fails too instead of
+// calling the sandbox gone.
+func TestDeleteAndWaitByNameFailsWithItsRenameLookup(t *testing.T) {
+	for name, fault := range map[string]func(id string) daytonatest.Fault{
+		"listing": func(string) daytonatest.Fault {
+			return daytonatest.Fault{Method: "GET", Route: "/sandbox", Status: 500}
+		},
+		// Reads of the renamed sandbox by its id only: the name is gone.
+		"wait": func(id string) daytonatest.Fault {
+			return daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Sandbox: id, Status: 500}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := testenv.New(t)
+			ctx := context.Background()
+			sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
+			release := env.Server.HoldTransitions(sb.ID)
+			defer release()
+			// A delete sent earlier whose answer was lost: the sandbox is
+			// being destroyed under its new name.
+			_, _, err := env.Client.Sandboxes.Delete(ctx, sb.ID)
+			require.NoError(t, err)
+			env.Server.Inject(fault(sb.ID))
+			err = DeleteAndWait(ctx, env.Client.Sandboxes, sb.Name)
+			require.ErrorIs(t, err, daytona.ErrServer)
+		})
+	}
+}
+
+// Verify refuses a sandbox without an id whatever its name and labels.
+func TestVerifyRefusesASandboxWithoutAnID(t *testing.T) {
+	e := envelope("attempt-1")
+	require.ErrorIs(t, Verify(nil, &e), ErrOwnership)
+	require.ErrorIs(t, Verify(&daytona.Sandbox{Name: e.ProviderLeaseID, Labels: e.Labels}, &e), ErrOwnership)
+}
