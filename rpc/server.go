@@ -33,8 +33,6 @@ type Options struct {
 	// Done, when it closes, makes Serve return as if stdin had closed; the
 	// worker uses it for the death of its parent process.
 	Done <-chan struct{}
-	// OnInitialize is called with the initialize params before the reply.
-	OnInitialize func(ctx context.Context, p InitializeParams) error
 	// IdleWork reports the worker's own background work for
 	// prepareIdleSleep (docs/host.md#idle-sleep). When set, Serve adds and
 	// advertises prepareIdleSleep and releaseIdleSleep; nil leaves them out.
@@ -93,7 +91,6 @@ type server struct {
 	initialized atomic.Bool
 	shutdown    chan struct{}
 	once        sync.Once
-	onInit      func(context.Context, InitializeParams) error
 	onShutdown  func(context.Context)
 	idle        idleDrain
 }
@@ -133,7 +130,6 @@ func Serve(ctx context.Context, in io.Reader, out io.Writer, opts Options) error
 		log:      logger,
 		stream:   newStream(in, out, opts.MaxFrame, logger),
 		shutdown: make(chan struct{}),
-		onInit:   opts.OnInitialize,
 	}
 	s.onShutdown = opts.OnShutdown
 	s.idle.now = opts.now
@@ -202,14 +198,9 @@ func orNever(c <-chan struct{}) <-chan struct{} {
 }
 
 func (s *server) registerBuiltins() {
-	s.reg.Register("initialize", Typed(func(ctx context.Context, p InitializeParams) (InitializeResult, error) {
+	s.reg.Register("initialize", Typed(func(_ context.Context, p InitializeParams) (InitializeResult, error) {
 		if !s.initialized.CompareAndSwap(false, true) {
 			return InitializeResult{}, Errorf(CodeWorkerError, "Worker already initialized")
-		}
-		if s.onInit != nil {
-			if err := s.onInit(ctx, p); err != nil {
-				return InitializeResult{}, err
-			}
 		}
 		s.log.Info("initialized", "hostVersion", p.InstanceInfo.HostVersion)
 		return InitializeResult{OK: true, SupportedMethods: s.reg.Methods()}, nil
