@@ -8,20 +8,20 @@ import (
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
+// validateConfig answers environmentValidateConfig: every message of an
+// invalid config (ok false, nothing normalized), else the normalized
+// config with its warnings. An absent config is an empty object.
 func (d *Driver) validateConfig(_ context.Context, p rpc.ValidateConfigParams) (rpc.ValidateConfigResult, error) {
-	var raw any = p.Config
-	if len(p.Config) == 0 {
-		raw = map[string]any{}
-	}
-	if errs := config.Validate(raw, d.env); len(errs) > 0 {
-		return rpc.ValidateConfigResult{OK: false, Errors: errs}, nil
+	var raw any = map[string]any{}
+	if len(p.Config) > 0 {
+		raw = p.Config
 	}
 	n, err := config.ValidateAndNormalize(raw, d.env)
-	if err != nil {
-		var ve *config.ValidationError
-		if errors.As(err, &ve) {
-			return rpc.ValidateConfigResult{OK: false, Errors: ve.Errors}, nil
-		}
+	var ve *config.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return rpc.ValidateConfigResult{OK: false, Errors: ve.Errors}, nil
+	case err != nil:
 		return rpc.ValidateConfigResult{OK: false, Errors: []string{err.Error()}}, nil
 	}
 	cfg, _ := config.Parse(raw)
