@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,4 +132,38 @@ func TestDirectSizeAtTheLimit(t *testing.T) {
 		names = append(names, f.name)
 	}
 	require.Equal(t, []string{"at"}, names)
+}
+
+// A mapping whose source is not of its kind is refused before anything
+// is sent: a directory mapping of a file, a file mapping of a directory.
+func TestMappingSourceOfTheWrongKindIsRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	host := t.TempDir()
+	file := filepath.Join(host, "f.txt")
+	writeFile(t, file, "f", 0o644)
+	e.srv.ResetRequests()
+	_, err := e.syncIn(t, Options{}, dirMapping(file, e.root+"/d"))
+	require.ErrorIs(t, err, ErrInvalidOperation)
+	require.ErrorContains(t, err, "is not a directory")
+	_, err = e.syncIn(t, Options{}, fileMapping(host, e.root+"/f"))
+	require.ErrorIs(t, err, ErrInvalidOperation)
+	require.ErrorContains(t, err, "is not a regular file")
+	require.NoFileExists(t, filepath.Join(e.root, "d"))
+	require.NoFileExists(t, filepath.Join(e.root, "f"))
+	require.Zero(t, e.srv.CountRequests("POST", "/files/bulk-upload"), "nothing uploaded")
+}
+
+// StageOf names the stage of the first sandbox command or transfer
+// error in a chain, wrapped or joined, and nothing for other errors: the
+// provider's sync diagnostics read it.
+func TestStageOfFindsTheStageInTheChain(t *testing.T) {
+	t.Parallel()
+	sce := &SandboxCommandError{What: "x", Exit: 43, Stage: StageExport}
+	te := &transferError{msg: "m", err: errors.New("e"), stage: StageArchiveDownload}
+	require.Equal(t, StageExport, StageOf(fmt.Errorf("wrapped: %w", sce)))
+	require.Equal(t, StageArchiveDownload, StageOf(errors.Join(errors.New("other"), te)))
+	require.Equal(t, StageExport, StageOf(errors.Join(sce, te)), "the command error first")
+	require.Equal(t, Stage(""), StageOf(errors.New("plain")))
+	require.Equal(t, Stage(""), StageOf(nil))
 }
