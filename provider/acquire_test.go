@@ -406,3 +406,44 @@ func TestCreatedButNotStartedWhenTheBudgetRunsOutIsObserved(t *testing.T) {
 	require.Equal(t, live[0].ID, ce.Envelope.ObservedProviderLeaseID)
 	require.Equal(t, 1, e.d.idle.report().UncertainCleanups, "the pending cleanup keeps the worker awake (sample-5 bug 1)")
 }
+
+// A sandbox that Daytona created but that fails while starting is deleted
+// before the acquire fails with why it failed; nothing is allocated or
+// pending after it. When that delete fails too, the failure carries the
+// cleanup envelope naming the sandbox, and the pending cleanup keeps the
+// worker awake.
+func TestSandboxThatFailsToStartIsDeleted(t *testing.T) {
+	t.Parallel()
+	for _, deleteFails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("deleteFails=%v", deleteFails), func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, map[string]any{"image": "node:20"})
+			release := e.srv.HoldTransitions("")
+			defer release()
+			if deleteFails {
+				e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Status: 500})
+			}
+			res := e.async("environmentAcquireLease", e.base(nil))
+			e.awaitRequests("GET", rSandbox, 1) // the create answered; the start is awaited
+			live := e.live()
+			require.Len(t, live, 1)
+			require.NoError(t, e.srv.SetError(live[0].ID, "runner lost the VM", false))
+			release()
+			r := wait(t, res)
+			require.Error(t, r.err)
+			rep := e.d.idle.report()
+			require.Zero(t, rep.Allocations, "nothing allocated")
+			if !deleteFails {
+				require.ErrorContains(t, r.err, "runner lost the VM")
+				require.Empty(t, e.live(), "deleted")
+				require.Zero(t, rep.UncertainCleanups)
+				return
+			}
+			ce := envelopeOf(t, r.err)
+			require.Equal(t, "Daytona lease setup failed; allocation cleanup is pending", ce.Message)
+			require.Equal(t, live[0].ID, ce.Envelope.ObservedProviderLeaseID)
+			require.Len(t, e.live(), 1, "the delete failed: still there")
+			require.Equal(t, 1, rep.UncertainCleanups)
+		})
+	}
+}
