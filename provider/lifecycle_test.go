@@ -1,10 +1,12 @@
 package provider
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -209,4 +211,44 @@ func TestEphemeralResumePrecheckMakesNoProviderCall(t *testing.T) {
 	raw, err := e.call("environmentResumeLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", l.Metadata))
 	require.NoError(t, err)
 	require.Equal(t, "matched", decode[lease](t, raw).Metadata["workspaceSentinel"].(map[string]any)["result"])
+}
+
+// Archive-on-release falls back to a delete when any of its steps fails
+// (the stop, the auto-delete interval, the archive), and sends no step
+// after the one that failed.
+func TestArchiveFallsBackToDeleteAtEveryStep(t *testing.T) {
+	for _, step := range []string{"stop", "autodelete/{interval}", "archive"} {
+		t.Run(step, func(t *testing.T) {
+			e, l, id := leased(t, map[string]any{"archiveOnRelease": true})
+			e.srv.Inject(daytonatest.Fault{Route: "/sandbox/{sandboxIdOrName}/" + step, Status: 500})
+			e.srv.ResetRequests()
+			raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil))
+			require.NoError(t, err)
+			require.JSONEq(t, `{"providerLeaseId":"`+id+`","state":"destroyed"}`, string(raw))
+			require.Equal(t, "gone", e.state(id))
+			steps := []string{"stop", "autodelete/{interval}", "archive"}
+			for _, later := range steps[slices.Index(steps, step)+1:] {
+				require.Zero(t, e.srv.CountRequests("POST", "/sandbox/{sandboxIdOrName}/"+later), "%s sent after %s failed", later, step)
+			}
+		})
+	}
+}
+
+// The Stop button on a lease whose sandbox is already gone answers
+// "destroyed" without a stop; one whose sandbox cannot be read fails.
+func TestStopButtonOnAGoneOrUnreadableSandbox(t *testing.T) {
+	e, l, id := leased(t, nil)
+	e.srv.Inject(daytonatest.Fault{Method: "GET", Route: rSandbox, Status: 500, Times: 1})
+	_, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
+	require.Error(t, err)
+	require.Equal(t, "started", e.state(id))
+
+	_, _, err = e.client.Sandboxes.Delete(context.Background(), id)
+	require.NoError(t, err)
+	require.NoError(t, e.client.Sandboxes.WaitUntilGone(context.Background(), id))
+	e.srv.ResetRequests()
+	raw, err := e.call("environmentReleaseLease", e.leaseParams(l, nil, "cancelActiveWork", true))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"providerLeaseId":"`+id+`","state":"destroyed"}`, string(raw))
+	require.Zero(t, e.srv.CountRequests("POST", "/sandbox/{sandboxIdOrName}/stop"))
 }
