@@ -96,8 +96,15 @@ func (d *Driver) execute(ctx context.Context, p rpc.ExecuteParams) (rpc.ExecuteR
 		// With a result, chunks still pending are dropped: the result
 		// holds their bytes (the live text stays a prefix of it).
 		live.Close(err == nil)
-		if err == nil && !res.TimedOut {
+		switch {
+		case err == nil && !res.TimedOut:
 			d.handles.markFresh(k) // only success proves the sandbox is alive
+		case err != nil:
+			// A failed call casts doubt on the cached sandbox (stopped
+			// behind the worker's back, say): the next call reads it
+			// again, and starts it if it must, instead of failing the
+			// same way until the handle goes stale.
+			d.handles.evict(k)
 		}
 		return err
 	})

@@ -218,3 +218,59 @@ func TestExecuteOutputKeeps16MiCharacters(t *testing.T) {
 	require.Equal(t, 16777216, len(r.Stdout)-len(marker))
 	require.Equal(t, strings.Repeat("a", 64), r.Stdout[16777216-64:16777216])
 }
+
+// A sync operation the host could not have meant is refused as invalid
+// params, naming the operation and file, before any transfer: a kind
+// other than file or directory, a missing path, an empty post-upload
+// command.
+func TestSyncRefusesMalformedOperations(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	src := t.TempDir()
+	remote := l.Metadata["remoteCwd"].(string) + "/proj"
+	file := func(kv ...any) map[string]any {
+		return with(map[string]any{"sourcePath": src, "targetPath": remote, "kind": "directory"}, kv...)
+	}
+	e.srv.ResetRequests()
+	for _, c := range []struct {
+		op   map[string]any
+		want string
+	}{
+		{map[string]any{"operationId": "a", "files": []any{file("kind", "socket")}}, `operations[0].files[0].kind must be "file" or "directory"`},
+		{map[string]any{"operationId": "b", "files": []any{file(), file("sourcePath", "")}}, "operations[0].files[1] needs sourcePath and targetPath"},
+		{map[string]any{"operationId": "c", "files": []any{file("targetPath", "")}}, "operations[0].files[0] needs sourcePath and targetPath"},
+		{map[string]any{"operationId": "d", "files": []any{file()}, "postUploadCommands": []any{map[string]any{"command": "true"}, map[string]any{"command": " "}}},
+			"operations[0].postUploadCommands[1].command is empty"},
+	} {
+		_, err := e.call("environmentSyncIn", with(e.base(l.Metadata), "lease", l, "operations", []any{c.op}))
+		require.ErrorIs(t, err, rpc.ErrInvalidParams, c.want)
+		require.ErrorContains(t, err, c.want)
+	}
+	require.Zero(t, e.srv.CountRequests("POST", "/files/bulk-upload"), "nothing transferred")
+	require.Zero(t, e.srv.CountRequests("POST", "/process/execute"), "nothing run")
+}
+
+// A sandbox stopped behind the worker's back (within the cached
+// handle's window, so the worker has no reason to re-read it) fails the
+// next execute with Daytona's answer; the one after reads the sandbox
+// again, starts it and runs the command in a new session (the old one
+// died with the stop), instead of failing until the handle goes stale.
+func TestExecuteAfterAStopBehindItsBack(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	r, err := e.execute(l, "sh", []string{"-c", "echo one"})
+	require.NoError(t, err)
+	require.Equal(t, "one\n", r.Stdout)
+	require.NoError(t, e.srv.StopSandbox(id))
+	e.await(id, "stopped")
+	_, err = e.execute(l, "sh", []string{"-c", "echo lost"})
+	require.ErrorContains(t, err, "Is the Sandbox started?")
+	r, err = e.execute(l, "sh", []string{"-c", "echo two"})
+	require.NoError(t, err)
+	require.Equal(t, false, r.Metadata["cacheHit"], "read again")
+	require.Equal(t, 0, *r.ExitCode)
+	require.Equal(t, "two\n", r.Stdout)
+	require.Equal(t, "started", e.state(id))
+	require.Equal(t, 1, e.srv.CountRequests("POST", "/sandbox/{sandboxIdOrName}/start"))
+}
