@@ -121,6 +121,8 @@ var hostileCases = []struct {
 	{"file then directory", []member{{name: "d", typ: tar.TypeReg, body: "1"}, {name: "d/", typ: tar.TypeDir}}, Limits{}, reasonDuplicate},
 	{"directory then file", []member{{name: "d/", typ: tar.TypeDir}, {name: "d", typ: tar.TypeReg, body: "1"}}, Limits{}, reasonDuplicate},
 	{"file below a file", []member{{name: "f", typ: tar.TypeReg, body: "1"}, {name: "f/g", typ: tar.TypeReg, body: "2"}}, Limits{}, reasonNotDir},
+	{"symlink then symlink of the same name", []member{{name: "l", typ: tar.TypeSymlink, link: "x"}, {name: "l", typ: tar.TypeSymlink, link: "y"}}, Limits{}, reasonDuplicate},
+	{"a file named after the root", []member{{name: ".", typ: tar.TypeReg, body: "x"}}, Limits{}, reasonEscape},
 	{"symlink then file of the same name", []member{{name: "l", typ: tar.TypeSymlink, link: "x"}, {name: "l", typ: tar.TypeReg, body: "2"}}, Limits{}, reasonDuplicate},
 	{"oversized entry", []member{{name: "big", typ: tar.TypeReg, body: "0123456789"}}, Limits{MaxEntrySize: 4}, ReasonOversized},
 	{"total over the cap", []member{{name: "a", typ: tar.TypeReg, body: "0123"}, {name: "b", typ: tar.TypeReg, body: "0123"}}, Limits{MaxTotal: 6}, ReasonTotal},
