@@ -252,3 +252,38 @@ func TestStopButtonOnAGoneOrUnreadableSandbox(t *testing.T) {
 	require.JSONEq(t, `{"providerLeaseId":"`+id+`","state":"destroyed"}`, string(raw))
 	require.Zero(t, e.srv.CountRequests("POST", "/sandbox/{sandboxIdOrName}/stop"))
 }
+
+// Resume takes what the lease metadata holds: without a provider lease id
+// there is nothing to resume (and no call is made); a sentinel without its
+// path is looked for under remoteCwd; metadata without remoteCwd gets it
+// back from the sentinel's path.
+func TestResumeFillsWhatTheMetadataLacks(t *testing.T) {
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
+	cwd := l.Metadata["remoteCwd"].(string)
+	sentinel := l.Metadata["workspaceSentinel"].(map[string]any)
+	require.Equal(t, cwd+"/.paperclip-runtime/reusable-sandbox-lease.json", sentinel["path"])
+	resume := func(id string, md map[string]any) lease {
+		t.Helper()
+		raw, err := e.call("environmentResumeLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", md))
+		require.NoError(t, err)
+		return decode[lease](t, raw)
+	}
+
+	e.srv.ResetRequests()
+	r := resume("", l.Metadata)
+	require.Nil(t, r.ProviderLeaseID)
+	require.Empty(t, e.srv.Requests(), "no provider call")
+
+	noPath := maps.Clone(sentinel)
+	delete(noPath, "path")
+	r = resume(id, with(l.Metadata, "workspaceSentinel", noPath))
+	require.NotNil(t, r.ProviderLeaseID)
+	require.Equal(t, "matched", r.Metadata["workspaceSentinel"].(map[string]any)["result"])
+	require.Equal(t, sentinel["path"], r.Metadata["workspaceSentinel"].(map[string]any)["path"])
+
+	noCwd := maps.Clone(l.Metadata)
+	delete(noCwd, "remoteCwd")
+	r = resume(id, noCwd)
+	require.NotNil(t, r.ProviderLeaseID)
+	require.Equal(t, cwd, r.Metadata["remoteCwd"])
+}
