@@ -94,13 +94,18 @@ func (d *Driver) startInteractiveSetup(ctx context.Context, p rpc.SetupStartPara
 	if err != nil {
 		// Nothing of a failed start may outlive it: delete the sandbox,
 		// under a bound of its own (the call's may be what ran out).
+		// No lease reaches the host either way, so nothing would ever
+		// release the allocation: it goes now, and a sandbox that
+		// outlives its delete is named for the operator (it carries the
+		// ownership labels, so a sweep finds it).
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), setupCleanupBound)
 		defer ccancel()
-		if derr := cleanup.DeleteAndWait(cctx, c.client.Sandboxes, sb.ID); derr != nil {
+		derr := cleanup.DeleteAndWait(cctx, c.client.Sandboxes, sb.ID)
+		d.idle.release(k)
+		if derr != nil {
 			d.log.Warn("Failed to delete the Daytona setup sandbox after a failed start.", "sandboxId", sb.ID, "err", derr)
 			return nil, errors.Join(err, fmt.Errorf("the setup sandbox %s could not be deleted: %w", sb.ID, derr))
 		}
-		d.idle.release(k)
 		return nil, err
 	}
 	d.scopes.open(k)

@@ -12,6 +12,7 @@ import (
 
 	daytonaworker "github.com/daytonaworker/daytona-worker"
 	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/rpc"
 )
@@ -179,6 +180,26 @@ func TestInteractiveSetupCleansUpTheSandboxOnAnyFailure(t *testing.T) {
 			require.EqualError(t, err, "Daytona SSH access did not return a token or SSH command.")
 		}
 	}
+}
+
+// A setup whose start fails and whose sandbox then cannot be deleted
+// says so, naming the sandbox left behind, beside why the start failed.
+// No lease reaches the host, so nothing would ever release an allocation
+// kept for it: the worker's idle evidence shows none (it kept one, and
+// with it the worker awake, until the first run of this test).
+func TestInteractiveSetupNamesASandboxItCouldNotDelete(t *testing.T) {
+	e := newTestEnv(t, nil)
+	e.srv.Inject(daytonatest.Fault{Method: "POST", Route: rSSHAccess, Status: 404})
+	e.srv.Inject(daytonatest.Fault{Method: "DELETE", Route: rSandbox, Status: 500})
+	_, err := e.startSetup()
+	require.Error(t, err)
+	live := e.live()
+	require.Len(t, live, 1, "the delete failed: still there")
+	require.ErrorIs(t, err, daytona.ErrNotFound, "why the start failed")
+	require.ErrorIs(t, err, daytona.ErrServer, "why the delete failed")
+	require.ErrorContains(t, err, "the setup sandbox "+live[0].ID+" could not be deleted")
+	require.NotContains(t, err.Error(), e.srv.APIKey())
+	require.Zero(t, e.d.idle.report().Allocations)
 }
 
 // An SSH access that carries a token but no command gets the command of
