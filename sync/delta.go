@@ -198,7 +198,7 @@ func compareTree(ctx context.Context, m Mapping, l *listing, o Options) (*deltaP
 			// whole archive is sure to end where the full sync would.
 			return deltaRefused("a sandbox symlink stands where the host has a directory")
 		}
-		switch sameEntry(h, e, l, o, readOnly) {
+		switch sameEntry(name, h, e, l, o, readOnly) {
 		case verdictSame:
 		case verdictHash:
 			pending = append(pending, hashJob{name: name, abs: abs, size: h.Size, want: e.hash, fi: fi})
@@ -248,13 +248,14 @@ const (
 	verdictHash // the cheap fields agree; the content hash decides
 )
 
-// sameEntry decides whether the sandbox entry e already is what extracting
-// the member h leaves behind, so the member can be left out: same type,
-// mode, mtime to the second (tar never writes a fraction), owner, and for
-// a regular file size, a single link (extraction would cut a hard link)
-// and content; for a symlink the same target.
-func sameEntry(h *tar.Header, e *sbEntry, l *listing, o Options, readOnly bool) int {
-	if e == nil || e.mtimeSub || e.mtime != h.ModTime.Unix() || e.uid != l.uid || e.gid != l.gid {
+// sameEntry decides whether the sandbox entry e at name already is what
+// extracting the member h leaves behind, so the member can be left out:
+// same type, mode, mtime to the second (tar never writes a fraction),
+// owner (createdGID), and for a regular file size, a single link
+// (extraction would cut a hard link) and content; for a symlink the same
+// target.
+func sameEntry(name string, h *tar.Header, e *sbEntry, l *listing, o Options, readOnly bool) int {
+	if e == nil || e.mtimeSub || e.mtime != h.ModTime.Unix() || e.uid != l.uid || e.gid != l.createdGID(name) {
 		return verdictDiffers
 	}
 	same := func(ok bool) int {
@@ -285,6 +286,24 @@ func sameEntry(h *tar.Header, e *sbEntry, l *listing, o Options, readOnly bool) 
 		return verdictDiffers // unreadable in the sandbox, say
 	}
 	return verdictHash
+}
+
+// createdGID is the group an entry tar writes at name ends with: its
+// directory's when that directory is setgid (the kernel's rule for a new
+// file), else the extracting user's. tar sets directory modes last
+// (--delay-directory-restore), so the directory as listed, before the
+// sync, decides. An equivalence run found the delta leaving a file of a
+// setgid directory in the user's group where the full sync, which
+// recreates it, gave it the directory's.
+func (l *listing) createdGID(name string) int64 {
+	dir := path.Dir(name)
+	if dir == "." {
+		dir = ""
+	}
+	if d := l.entries[dir]; d != nil && d.typ == 'd' && d.mode&0o2000 != 0 {
+		return d.gid
+	}
+	return l.gid
 }
 
 // extractMode is the mode the sandbox's tar gives a member: the archive's
