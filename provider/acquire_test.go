@@ -447,3 +447,25 @@ func TestSandboxThatFailsToStartIsDeleted(t *testing.T) {
 		})
 	}
 }
+
+// Daytona's clock may run ahead of the worker's: an autoDestroyAt up to a
+// minute past now+ttlMinutes (by the worker's clock) confirms the
+// lifetime; one later than that fails the acquire, which would otherwise
+// report a lease that outlives what the operator asked for. (Sample-7 bug
+// 3: the minute of slack dropped.)
+func TestTTLConfirmationAllowsAMinuteOfClockSkew(t *testing.T) {
+	for _, c := range []struct {
+		behind time.Duration // the worker's clock behind the emulator's
+		ok     bool
+	}{{30 * time.Second, true}, {50 * time.Second, true}, {90 * time.Second, false}} {
+		t.Run(c.behind.String(), func(t *testing.T) {
+			e := newTestEnv(t, map[string]any{"ttlMinutes": 45})
+			e.use(e.driverWith(func(o *Options) { o.Now = func() time.Time { return time.Now().Add(-c.behind) } }))
+			if c.ok {
+				require.NotNil(t, e.acquire(nil).ExpiresAt)
+				return
+			}
+			require.ErrorContains(t, e.acquireErr(nil), "later than its configured 45-minute lifetime")
+		})
+	}
+}

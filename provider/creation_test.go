@@ -33,6 +33,13 @@ func TestProbeCreatesChecksAndAlwaysDeletes(t *testing.T) {
 	require.Equal(t, 1, e.srv.CountRequests("DELETE", rSandbox))
 	e.expectLive()
 	require.Zero(t, e.d.idle.report().Allocations)
+	// The metadata names the probe's sandbox by id and by name, each in
+	// its own field. (Sample-7 bug 2: the two swapped.)
+	dels := e.srv.Deletions()
+	require.Len(t, dels, 1)
+	require.NotEqual(t, dels[0].Sandbox, dels[0].Name)
+	require.Equal(t, dels[0].Sandbox, md["sandboxId"])
+	require.Equal(t, dels[0].Name, md["sandboxName"])
 }
 
 func TestProbeNeverThrows(t *testing.T) {

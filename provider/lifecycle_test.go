@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/daytonaworker/daytona-worker/channel"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
 	"github.com/daytonaworker/daytona-worker/rpc"
 	"github.com/stretchr/testify/require"
@@ -286,4 +287,23 @@ func TestResumeFillsWhatTheMetadataLacks(t *testing.T) {
 	r = resume(id, noCwd)
 	require.NotNil(t, r.ProviderLeaseID)
 	require.Equal(t, cwd, r.Metadata["remoteCwd"])
+}
+
+// A resume whose lease metadata names another remoteCwd than the lease
+// had moves its channels there: one opened after the resume starts in the
+// new directory, not the one the acquire recorded. (Sample-7 bug 1: the
+// recorded directory kept.)
+func TestResumeMovesTheChannelCwd(t *testing.T) {
+	e, l, id := leased(t, map[string]any{"reuseLease": true})
+	ref := channel.Ref{CompanyID: "company-1", EnvironmentID: "env-1", LeaseID: id}
+	cl, err := e.d.channelLease(ref, "test")
+	require.NoError(t, err)
+	require.Equal(t, l.Metadata["remoteCwd"], cl.Cwd)
+	moved := l.Metadata["remoteCwd"].(string) + "/moved"
+	raw, err := e.call("environmentResumeLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", with(l.Metadata, "remoteCwd", moved)))
+	require.NoError(t, err)
+	require.NotNil(t, decode[lease](t, raw).ProviderLeaseID, "resumed")
+	cl, err = e.d.channelLease(ref, "test")
+	require.NoError(t, err)
+	require.Equal(t, moved, cl.Cwd)
 }
