@@ -3,9 +3,14 @@ package rpc
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
 // initialize answers ok with the methods the worker serves, once: a
@@ -55,4 +60,31 @@ func TestNotificationWithoutVersionIsDropped(t *testing.T) {
 	m := p.recv()
 	require.Equal(t, json.Number("9"), m["id"])
 	require.Contains(t, m, "result")
+}
+
+// A request refused because an idle hold is granted is done with at
+// once: at the end of serving no handler is left to wait for, so Serve
+// returns without sitting out its grace (an hour here) or warning. (Sample-7 bug 26: the refusal not
+// counted as done.)
+func TestARequestRefusedUnderAHoldIsNotLeftInFlight(t *testing.T) {
+	var logs testenv.LogBuffer
+	reg := NewRegistry()
+	reg.Register("echo", func(_ context.Context, p json.RawMessage) (any, error) { return p, nil })
+	p := startPeer(t, reg, Options{
+		IdleWork:      func() IdleWork { return IdleNone },
+		ShutdownGrace: time.Hour, // with a request left in flight, end() gives up
+		Logger:        slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	p.send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}`)
+	require.Contains(t, p.recv(), "result")
+	p.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"prepareIdleSleep","params":{"ownerId":"o","expiresAt":%d}}`,
+		time.Now().Add(2*time.Minute).UnixMilli()))
+	require.Equal(t, "none", p.recv()["result"].(map[string]any)["backgroundWork"])
+	p.send(`{"jsonrpc":"2.0","id":2,"method":"echo","params":{}}`)
+	m := p.recv()
+	require.Equal(t, "Plugin is held for idle sleep", m["error"].(map[string]any)["message"])
+	p.send(`{"jsonrpc":"2.0","id":3,"method":"releaseIdleSleep","params":{"ownerId":"o"}}`)
+	require.Contains(t, p.recv(), "result")
+	p.end()
+	require.NotContains(t, logs.String(), "handlers still running")
 }
