@@ -307,3 +307,21 @@ func TestResumeMovesTheChannelCwd(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, moved, cl.Cwd)
 }
+
+// A restarted worker learns a lease from any call that carries it: after
+// an execute on a fresh driver, a channel open on that lease finds it
+// (and its sandbox), where it would otherwise refuse with "no cached
+// sandbox resolves the provider lease". (Sample-7 bug 6: the lease not
+// recorded when the handle cache resolved it.)
+func TestAnExecuteTeachesARestartedWorkerTheLease(t *testing.T) {
+	e, l, id := leased(t, nil)
+	e.use(e.newDriver())
+	ref := channel.Ref{CompanyID: "company-1", EnvironmentID: "env-1", LeaseID: id}
+	_, err := e.d.channelLease(ref, "test")
+	require.Error(t, err, "a fresh worker knows nothing yet")
+	_, err = e.execute(l, "true", nil)
+	require.NoError(t, err)
+	cl, err := e.d.channelLease(ref, "test")
+	require.NoError(t, err)
+	require.Equal(t, id, cl.Sandbox.ID)
+}
