@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -166,4 +167,17 @@ func TestStageOfFindsTheStageInTheChain(t *testing.T) {
 	require.Equal(t, StageExport, StageOf(errors.Join(sce, te)), "the command error first")
 	require.Equal(t, Stage(""), StageOf(errors.New("plain")))
 	require.Equal(t, Stage(""), StageOf(nil))
+}
+
+// A timeout reaches the toolbox in whole seconds rounded up: a part of a
+// second is a whole one, never none (0 means no timeout at all to the
+// toolbox). (Sample-7 bug 20: rounded down.)
+func TestTimeoutSecondsRoundUp(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]int{
+		-time.Second: 0, 0: 0, time.Nanosecond: 1, 500 * time.Millisecond: 1, time.Second: 1,
+		time.Second + time.Nanosecond: 2, 1500 * time.Millisecond: 2, 30 * time.Minute: 1800,
+	} {
+		require.Equal(t, want, seconds(d), "%s", d)
+	}
 }
