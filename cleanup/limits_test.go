@@ -157,19 +157,27 @@ func TestSweepDeleteRefusedEveryTimeIsTriedThreeTimes(t *testing.T) {
 	require.True(t, alive(t, env, sb.ID))
 }
 
-// A sandbox that answers 404 while the sweep waits out a refused delete
-// is no failure: the delete is tried again and its answer decides (the
-// sweep's twin of provider's TestDestroyWaitingOutATransitionTakesANotFoundAsGone).
-func TestSweepDeleteWaitTakesANotFoundAsGone(t *testing.T) {
+// sweepRefusedOnce sweeps one owned sandbox whose first delete Daytona
+// refuses (409, a state change) and whose read while the sweep waits for
+// it to settle is answered waitStatus; it returns the one result.
+func sweepRefusedOnce(t *testing.T, waitStatus int) (*testenv.Env, *daytona.Sandbox, []SweepResult) {
+	t.Helper()
 	env := testenv.New(t)
-	ctx := context.Background()
 	sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
 	env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Status: 409, Times: 1,
 		Body: `{"statusCode":409,"message":"state change in progress"}`})
 	// The first read is the sweep's own re-read; the second, the wait's.
-	env.Server.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Status: 404, Skip: 1, Times: 1})
-	res := DeleteOrphans(ctx, env.Client.Sandboxes, []daytona.Sandbox{*sb}, SweepFilter{RunID: "run-1"}, 0, nil)
+	env.Server.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Status: waitStatus, Skip: 1, Times: 1})
+	res := DeleteOrphans(context.Background(), env.Client.Sandboxes, []daytona.Sandbox{*sb}, SweepFilter{RunID: "run-1"}, 0, nil)
 	require.Len(t, res, 1)
+	return env, sb, res
+}
+
+// A sandbox that answers 404 while the sweep waits out a refused delete
+// is no failure: the delete is tried again and its answer decides (the
+// sweep's twin of provider's TestDestroyWaitingOutATransitionTakesANotFoundAsGone).
+func TestSweepDeleteWaitTakesANotFoundAsGone(t *testing.T) {
+	env, sb, res := sweepRefusedOnce(t, 404)
 	require.NoError(t, res[0].Err)
 	require.Equal(t, 2, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
 	require.False(t, alive(t, env, sb.ID))
@@ -225,15 +233,7 @@ func TestDeleteOrphansReReadDecides(t *testing.T) {
 // by the sandbox being gone) ends the sweep's work on it with both errors:
 // one DELETE, no retry against a sandbox it cannot read.
 func TestSweepDeleteStopsWhenTheSettleWaitFails(t *testing.T) {
-	env := testenv.New(t)
-	ctx := context.Background()
-	sb := ownedSandbox(t, env, "company-1", "env-1", "run-1")
-	env.Server.Inject(daytonatest.Fault{Method: "DELETE", Route: "/sandbox/{sandboxIdOrName}", Status: 409, Times: 1,
-		Body: `{"statusCode":409,"message":"state change in progress"}`})
-	// The first read is the sweep's own re-read; the second, the wait's.
-	env.Server.Inject(daytonatest.Fault{Method: "GET", Route: "/sandbox/{sandboxIdOrName}", Status: 500, Skip: 1, Times: 1})
-	res := DeleteOrphans(ctx, env.Client.Sandboxes, []daytona.Sandbox{*sb}, SweepFilter{RunID: "run-1"}, 0, nil)
-	require.Len(t, res, 1)
+	env, sb, res := sweepRefusedOnce(t, 500)
 	require.ErrorIs(t, res[0].Err, daytona.ErrConflict)
 	require.ErrorIs(t, res[0].Err, daytona.ErrServer)
 	require.Equal(t, 1, env.Server.CountRequests("DELETE", "/sandbox/{sandboxIdOrName}"))
