@@ -3,6 +3,7 @@ package sync
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,6 +25,8 @@ import (
 //	S                       then per regular file, when hash is 1:
 //	<64 hex>  ./path        (sha256sum -z), or
 //	<64 hex> key            (from the sandbox's record, delta_record.go)
+//	Z<base64>               syncOut only, at most once: the changes
+//	                        archive (delta_record.go), possibly empty
 //	E                       the end: a listing without it was cut
 //
 // Every field comes from an untrusted sandbox: the listing only ever
@@ -60,6 +63,12 @@ type listing struct {
 	now      int64
 	hashed   bool
 	entries  map[string]*sbEntry // by name relative to the target, "" = the target
+	// changes is the changes archive a syncOut listing carried (a tar,
+	// decoded; nil: none, or one that was not base64).
+	changes []byte
+	// changesField is the listing's raw Z field (its bytes do not count
+	// against the listing's bound).
+	changesField []byte
 }
 
 // errListTooLarge ends a listing read at its bound.
@@ -107,6 +116,11 @@ now=$(date +%s)
 	b.WriteString(recordDirScript)
 	fmt.Fprintf(b, "w=\nif [ -n \"$rd\" ]; then\n  %s\nfi\n", recordWorkScript(o.recordSettle()))
 	entry := `%y\0%m\0%s\0%T@\0%U\0%G\0%n\0%p\0%l\0%D:%i:%C@\0`
+	changes := ""
+	if out && changesAllowed(m) {
+		changes = changesScript(o.maxChanges())
+		maxBytes += changesField(o.maxChanges())
+	}
 	fmt.Fprintf(b, `{ printf 'H\0%%s\0%%s\0%%s\0%%s\0%%s\0' "$(id -u)" "$(id -g)" "$(umask)" "$now" "$h"
   LC_ALL=C find . -maxdepth 0 -printf '%[1]s'
   if [ -n "$w" ]; then %[2]s -printf '%[1]s' %[4]s; else %[2]s -printf '%[1]s'; fi
@@ -120,7 +134,7 @@ now=$(date +%s)
   fi
   printf 'E\0'
 } | head -c %[3]d
-`, entry, walk, maxBytes+1, recordWalk, recordHashScript(walk), hashEvery(walk))
+`, entry, walk, maxBytes+1, recordWalk, recordHashScript(walk, changes), hashEvery(walk))
 	return b.String()
 }
 
@@ -129,11 +143,16 @@ now=$(date +%s)
 func (t Target) list(ctx context.Context, target string, m Mapping, out bool, o Options) (*listing, error) {
 	maxBytes, maxEntries := o.maxListBytes(), o.maxListEntries()
 	script := t.listScript(target, m, o.Delta != DeltaQuick, out, maxBytes, o)
+	// The changes archive may come on top of the listing's own bound.
+	readMax := maxBytes
+	if out && changesAllowed(m) {
+		readMax += changesField(o.maxChanges())
+	}
 	var buf bytes.Buffer
 	code, _, err := t.Client.Toolbox.ExecuteStream(ctx, t.Sandbox, &daytona.ExecuteRequest{
 		Command: "sh -c " + shell.Quote(script), Timeout: seconds(o.transferTimeout()),
 	}, func(p []byte) error {
-		if int64(buf.Len()+len(p)) > maxBytes {
+		if int64(buf.Len()+len(p)) > readMax {
 			return errListTooLarge
 		}
 		buf.Write(p)
@@ -148,7 +167,12 @@ func (t Target) list(ctx context.Context, target string, m Mapping, out bool, o 
 	if code != 0 {
 		return nil, fmt.Errorf("the listing failed (exit %d)", code)
 	}
-	return parseListing(buf.Bytes(), maxEntries)
+	out0 := buf.Bytes()
+	l, err := parseListing(out0, maxEntries)
+	if err == nil && int64(len(out0)-len(l.changesField)) > maxBytes {
+		return nil, fmt.Errorf("the listing exceeds %d bytes", maxBytes)
+	}
+	return l, err
 }
 
 // parseListing parses the grammar above.
@@ -222,8 +246,19 @@ func parseListing(out []byte, maxEntries int) (*listing, error) {
 	if len(rest) == 0 {
 		return bad("no hash section")
 	}
+	hashes := rest[1:]
+	if n := len(hashes); n > 0 && len(hashes[n-1]) > 0 && hashes[n-1][0] == 'Z' {
+		// The changes archive: base64 has no NUL, and no hash line
+		// starts with Z. One that does not decode is dropped (the export
+		// then runs as without it).
+		l.changesField = hashes[n-1]
+		if a, e := base64.StdEncoding.DecodeString(string(hashes[n-1][1:])); e == nil && len(a) > 0 {
+			l.changes = a
+		}
+		hashes = hashes[:n-1]
+	}
 	byKey := map[string]string{}
-	for _, h := range rest[1:] {
+	for _, h := range hashes {
 		// "<64 hex>  ./name" (or " *./name" for a binary-mode line), or
 		// "<64 hex> key" from the record.
 		if len(h) < 67 || !isHex(h[:64]) || h[64] != ' ' {

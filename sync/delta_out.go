@@ -36,6 +36,12 @@ type outPlan struct {
 	unsafe []string
 	// empty: nothing at all differs, so no archive is needed.
 	empty bool
+	// listing is the sandbox listing the plan was made from.
+	listing *listing
+	// complete: the listing holds everything the export's tar would
+	// archive (changesAllowed), so what differs can be written from the
+	// listing and its changes archive (applyChanges).
+	complete bool
 }
 
 // hostEntry is one entry of the host target.
@@ -244,12 +250,8 @@ func compareOut(ctx context.Context, m Mapping, target string, l *listing, o Opt
 	// the export's tar would archive: find prunes an exclude without a
 	// slash exactly where tar does; other patterns may differ, and then
 	// the archive (of directories and what the listing missed) still runs.
-	plan.empty = differ == 0 && dirsSame
-	for _, e := range m.Exclude {
-		if strings.Contains(strings.TrimPrefix(e, "./"), "/") {
-			plan.empty = false
-		}
-	}
+	plan.listing, plan.complete = l, changesAllowed(m)
+	plan.empty = differ == 0 && dirsSame && plan.complete
 	return plan, nil
 }
 

@@ -1,11 +1,14 @@
 package sync
 
 import (
+	"io/fs"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,22 +36,23 @@ func sandboxTree(t *testing.T, e *env, name string) (string, string) {
 // nothing but the listing.
 func TestDeltaSyncOutDownloadsOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
-	// The exclude file is written by the export script, or, when too
-	// large for it, uploaded first.
-	for name, inline := range map[string]int{"inline": 0, "uploaded": -1} {
+	// The listing carries the changed files (delta_changes.go), or the
+	// export runs with an exclude file written by its script, or, when
+	// too large for it, uploaded first.
+	for name, o := range map[string]Options{"changes": {}, "inline": {changesMax: -1}, "uploaded": {changesMax: -1, inlineSkip: -1}} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			downloadsOnlyWhatChanged(t, inline)
+			downloadsOnlyWhatChanged(t, o)
 		})
 	}
 }
 
-func downloadsOnlyWhatChanged(t *testing.T, inline int) {
+func downloadsOnlyWhatChanged(t *testing.T, o Options) {
 	e := newEnv(t)
 	src, sbSide := sandboxTree(t, e, "proj")
 	back := filepath.Join(t.TempDir(), "back")
 	m := dirMapping(src, back)
-	res, err := e.syncOut(t, Options{inlineSkip: inline}, m)
+	res, err := e.syncOut(t, o, m)
 	require.NoError(t, err)
 	assert.Equal(t, DirReport{TargetPath: back, Way: WayFull, Reason: "the host target does not exist yet"}, oneReport(t, res))
 	assert.EqualValues(t, 7, res[0].FilesTransferred)
@@ -67,7 +71,7 @@ func downloadsOnlyWhatChanged(t *testing.T, inline int) {
 	writeFile(t, filepath.Join(back, "c.txt"), "edited on the host", 0o644)
 	ctx, rec := spantest.New(t.Context())
 	e.srv.ResetRequests()
-	res, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{m}}}, Options{inlineSkip: inline})
+	res, err = SyncOut(ctx, e.t, []Operation{{ID: "o", Files: []Mapping{m}}}, o)
 	require.NoError(t, err)
 	assert.Equal(t, DirReport{TargetPath: back, Way: WayDelta, Listed: 10, Unchanged: 5}, oneReport(t, res))
 	assert.EqualValues(t, 2, res[0].FilesTransferred)
@@ -75,11 +79,16 @@ func downloadsOnlyWhatChanged(t *testing.T, inline int) {
 	assert.Equal(t, "changed", readFile(t, filepath.Join(back, "sub", "d.txt")))
 	assert.Equal(t, strings.Repeat("c", 100), readFile(t, filepath.Join(back, "c.txt")))
 	assert.Equal(t, "mine", readFile(t, filepath.Join(back, "only-on-the-host")))
-	// list, (upload,) export script, download, scratch removal.
+	// The listing alone, or: list, (upload,) export script, download,
+	// scratch removal. (Files written within the settle time are never
+	// recorded, so here every file is one the listing hashes and carries.)
 	assert.Equal(t, []string{"list", "compare", "transfer"}, rec.Names())
-	want, guards := 4, 2
-	if inline < 0 {
+	want, guards := 1, 1
+	switch {
+	case o.inlineSkip < 0:
 		want, guards = 5, 3 // and the exclude file's upload (the export script removes it)
+	case o.changesMax < 0:
+		want, guards = 4, 2
 	}
 	assert.Equal(t, want, e.srv.CountRequests("", ""))
 	transferAttrs(t, rec, "outbound", guards)
@@ -90,11 +99,13 @@ func downloadsOnlyWhatChanged(t *testing.T, inline int) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(p, []byte(strings.Repeat("X", 100)), 0o644))
 	require.NoError(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
-	res, err = e.syncOut(t, Options{Delta: DeltaQuick}, m)
+	quick := o
+	quick.Delta = DeltaQuick
+	res, err = e.syncOut(t, quick, m)
 	require.NoError(t, err)
 	assert.EqualValues(t, 0, res[0].FilesTransferred, "the quick check trusts size and mtime")
 	assert.Equal(t, strings.Repeat("b", 100), readFile(t, filepath.Join(back, "b.txt")))
-	res, err = e.syncOut(t, Options{}, m)
+	res, err = e.syncOut(t, o, m)
 	require.NoError(t, err)
 	assert.EqualValues(t, 1, res[0].FilesTransferred, "the hashes tell the content changed")
 	assert.Equal(t, strings.Repeat("X", 100), readFile(t, filepath.Join(back, "b.txt")))
@@ -266,7 +277,8 @@ func TestDeltaSyncOutHostileListing(t *testing.T) {
 // TestDeltaSyncOutDiskFullStreamsTheWholeTree: the disk-full fallback on
 // the delta path streams the whole tree through the terminal (a full disk
 // holds no exclude file), merged into the host target; the report says
-// the whole tree went, and why.
+// the whole tree went, and why. The listing's changes archive is written
+// to no disk, so with it the delta still works.
 func TestDeltaSyncOutDiskFullStreamsTheWholeTree(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -279,13 +291,25 @@ func TestDeltaSyncOutDiskFullStreamsTheWholeTree(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(sbSide, "sub", "big.bin"), big, 0o640))
 	writeFile(t, filepath.Join(back, "only-on-the-host"), "mine", 0o600)
 	e.fillSandbox(t, 64<<10)
-	res, err := e.syncOut(t, Options{HostReserve: -1, deltaAnySize: true}, m)
+	res, err := e.syncOut(t, Options{HostReserve: -1, deltaAnySize: true, changesMax: -1}, m)
 	require.NoError(t, err)
 	assert.Equal(t, DirReport{TargetPath: back, Way: WayFull, Reason: "the sandbox disk is full", Listed: 11, Unchanged: 7}, oneReport(t, res))
 	assert.EqualValues(t, 8, res[0].FilesTransferred, "the whole tree")
 	assert.Equal(t, big, []byte(readFile(t, filepath.Join(back, "sub", "big.bin"))))
 	assert.Equal(t, "mine", readFile(t, filepath.Join(back, "only-on-the-host")))
 	assert.Positive(t, e.srv.CountRequests("POST", "/process/pty"))
+	e.noScratchLeft(t, back)
+
+	// The listing's changes archive needs no sandbox disk: the next
+	// change comes back with the disk still full, in one request.
+	big2 := randomBytes(t, 200<<10)
+	require.NoError(t, os.WriteFile(filepath.Join(sbSide, "sub", "big.bin"), big2, 0o640))
+	e.srv.ResetRequests()
+	res, err = e.syncOut(t, Options{HostReserve: -1, deltaAnySize: true}, m)
+	require.NoError(t, err)
+	assert.Equal(t, WayDelta, oneReport(t, res).Way)
+	assert.Equal(t, big2, []byte(readFile(t, filepath.Join(back, "sub", "big.bin"))))
+	assert.Equal(t, 1, e.srv.CountRequests("", ""), "the listing only")
 	e.noScratchLeft(t, back)
 }
 
@@ -319,7 +343,9 @@ case " $* " in *%y*) ;; *) exec `+realFind+` "$@";; esac
 			require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(sbSide, "evil")))
 			writeFile(t, filepath.Join(sbSide, "sub", "d.txt"), "changed", 0o644)
 			e.srv.ResetRequests()
-			res, err := e.syncOut(t, Options{inlineSkip: inline}, m)
+			// Without the changes archive: the listing did not show the
+			// link, so the changes alone would not bring it.
+			res, err := e.syncOut(t, Options{inlineSkip: inline, changesMax: -1}, m)
 			require.NoError(t, err)
 			assert.Equal(t, WayDelta, oneReport(t, res).Way)
 			assert.Equal(t, []string{src + "/evil"}, res[0].OmittedUnsafeLinks)
@@ -333,6 +359,119 @@ case " $* " in *%y*) ;; *) exec `+realFind+` "$@";; esac
 			}
 			assert.Equal(t, want, e.srv.CountRequests("", ""))
 			e.noScratchLeft(t, back)
+		})
+	}
+}
+
+// TestDeltaSyncOutChangesArchive: the listing carries the files it had to
+// hash (their record key is new) and, when those hold every file the host
+// lacks, that is the whole sync: one request. Otherwise (the host lost a
+// file the sandbox did not change, the changes are over the bound, the
+// archive does not decode) the export runs as before, and the end state
+// is the same.
+func TestDeltaSyncOutChangesArchive(t *testing.T) {
+	t.Parallel()
+	fake := t.TempDir()
+	writeFile(t, filepath.Join(fake, "base64"), "#!/bin/sh\ncat >/dev/null; printf '!!!'\n", 0o755)
+	for name, tc := range map[string]struct {
+		env    func(t *testing.T) *env
+		o      Options
+		change func(t *testing.T, sbSide, back string)
+		check  func(t *testing.T, sbSide, back string)
+		want   int // requests
+	}{
+		"a sandbox edit": {
+			change: func(t *testing.T, sbSide, _ string) {
+				writeFile(t, filepath.Join(sbSide, "sub", "d.txt"), "changed", 0o644)
+			},
+			check: func(t *testing.T, _, back string) {
+				assert.Equal(t, "changed", readFile(t, filepath.Join(back, "sub", "d.txt")))
+			},
+			want: 1,
+		},
+		"a directory mode and a link target": {
+			change: func(t *testing.T, sbSide, _ string) {
+				require.NoError(t, os.Chmod(filepath.Join(sbSide, "sub", "deep"), 0o700))
+				require.NoError(t, os.Remove(filepath.Join(sbSide, "link")))
+				require.NoError(t, os.Symlink("b.txt", filepath.Join(sbSide, "link")))
+			},
+			check: func(t *testing.T, _, back string) {
+				fi, err := os.Stat(filepath.Join(back, "sub", "deep"))
+				require.NoError(t, err)
+				assert.Equal(t, fs.FileMode(0o700), fi.Mode().Perm())
+				l, err := os.Readlink(filepath.Join(back, "link"))
+				require.NoError(t, err)
+				assert.Equal(t, "b.txt", l)
+			},
+			want: 1,
+		},
+		"a host edit the sandbox did not make": {
+			change: func(t *testing.T, sbSide, back string) {
+				writeFile(t, filepath.Join(sbSide, "sub", "d.txt"), "changed", 0o644)
+				writeFile(t, filepath.Join(back, "c.txt"), "edited on the host", 0o644)
+			},
+			check: func(t *testing.T, _, back string) {
+				assert.Equal(t, "changed", readFile(t, filepath.Join(back, "sub", "d.txt")))
+				assert.Equal(t, strings.Repeat("c", 100), readFile(t, filepath.Join(back, "c.txt")))
+			},
+			want: 4, // list, export script, download, scratch removal
+		},
+		"changes over the bound": {
+			o: Options{changesMax: 99},
+			change: func(t *testing.T, sbSide, _ string) {
+				writeFile(t, filepath.Join(sbSide, "a.txt"), strings.Repeat("z", 100), 0o644)
+			},
+			check: func(t *testing.T, _, back string) {
+				assert.Equal(t, strings.Repeat("z", 100), readFile(t, filepath.Join(back, "a.txt")))
+			},
+			want: 4,
+		},
+		"an archive that does not decode": {
+			env: func(t *testing.T) *env {
+				return newEnvWith(t, map[string]string{"PATH": fake + ":" + os.Getenv("PATH")})
+			},
+			change: func(t *testing.T, sbSide, _ string) {
+				writeFile(t, filepath.Join(sbSide, "a.txt"), strings.Repeat("z", 100), 0o644)
+			},
+			check: func(t *testing.T, _, back string) {
+				assert.Equal(t, strings.Repeat("z", 100), readFile(t, filepath.Join(back, "a.txt")))
+			},
+			want: 4,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			if tc.env != nil {
+				e = tc.env(t)
+			}
+			src, sbSide := sandboxTree(t, e, "proj")
+			back := filepath.Join(t.TempDir(), "back")
+			m := dirMapping(src, back)
+			// Every ctime counts as settled, as a run later: the first
+			// delta records the whole tree.
+			o := tc.o
+			o.settle = -time.Hour
+			_, err := e.syncOut(t, Options{Delta: DeltaOff}, m)
+			require.NoError(t, err)
+			res, err := e.syncOut(t, o, m)
+			require.NoError(t, err)
+			require.Equal(t, WayDelta, oneReport(t, res).Way)
+			tc.change(t, sbSide, back)
+			full := filepath.Join(t.TempDir(), "full")
+			require.NoError(t, osexec.Command("cp", "-a", "--", back, full).Run())
+			e.srv.ResetRequests()
+			res, err = e.syncOut(t, o, m)
+			require.NoError(t, err)
+			assert.Equal(t, WayDelta, oneReport(t, res).Way)
+			tc.check(t, sbSide, back)
+			assert.Equal(t, tc.want, e.srv.CountRequests("", ""))
+			e.noScratchLeft(t, back)
+			// And the host target is what a full export makes of the
+			// same host tree.
+			_, err = e.syncOut(t, Options{Delta: DeltaOff}, dirMapping(src, full))
+			require.NoError(t, err)
+			equalSnapshots(t, snapshotWith(t, full, false), snapshotWith(t, back, false))
 		})
 	}
 }

@@ -1,7 +1,9 @@
 package sync
 
 import (
+	"encoding/base64"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -77,7 +79,9 @@ const recordWalk = `\( -type f \( -cnewer "$w/stamp" -fprintf "$w/raw" 'r` + rec
 // line that does not parse is dropped when the record is read. A tool
 // that fails (no -z, say) before anything was printed makes the section
 // hash every file, as without a record. walk is the listing's find.
-func recordHashScript(walk string) string {
+//
+// changes, when set, runs after the record is written (changesScript).
+func recordHashScript(walk, changes string) string {
 	return `      rec="$rd/$(printf '%s' "$ct" | sha256sum | cut -c 1-64)"
       if LC_ALL=C sort -z -t ' ' -k 1,1 "$w/raw" >"$w/files" &&
         { [ ! -f "$rec" ] || LC_ALL=C grep -z -E '^[0-9a-f]{64} [0-9]+:[0-9]+:[0-9]+:-?[0-9]+(\.[0-9]+)?:[0-9]+(\.[0-9]+)?$' "$rec"; [ $? -le 1 ]; } >"$w/rec" &&
@@ -92,7 +96,7 @@ func recordHashScript(walk string) string {
             { cat "$w/hit" && cut -z -c 1-64 "$w/sum" | paste -z -d ' ' - "$w/mkeys"; } |
             LC_ALL=C grep -z -v '^[0-9a-f]* r' | LC_ALL=C sort -z -u -t ' ' -k 2,2 >"$w/new" && [ -s "$w/new" ] && mv -f -- "$w/new" "$rec"; then :; else rm -f -- "$rec"; fi
         fi
-      else
+` + changes + `      else
         rm -f -- "$rec"
         ` + hashEvery(walk) + `
       fi
@@ -120,3 +124,75 @@ func (o Options) settleTime() time.Duration {
 
 // recordSettle is settleTime in the sandbox script's whole seconds.
 func (o Options) recordSettle() int { return int(o.settleTime() / time.Second) }
+
+// The changes archive (docs/sync.md#delta). A syncOut delta needs from
+// the sandbox only the content of the files that differ from the host
+// target: directories and links travel as their listing describes them
+// (the export's merge keeps nothing else of theirs). The files a listing
+// had to hash are those whose record key is new: in a lease's steady
+// state, what the agent changed since the last listing. So when those
+// files are few, the listing carries them along, as a tar (the export's
+// format and flags) in base64, and when they hold every file the host
+// lacks, the delta needs no second round trip: no export script, no
+// download, no scratch file to remove. Otherwise the export runs as
+// before. The archive comes from the same untrusted sandbox as the
+// export's and is verified the same way; it only ever supplies members the
+// worker's own comparison asked for.
+
+// defaultMaxChanges bounds the files' bytes a listing's changes archive
+// may hold (the archive itself is cut at twice that, headers included).
+// base64 adds a third, so beyond a few MiB the export's download, at the
+// cost of its round trips, is the cheaper way.
+const defaultMaxChanges = 4 << 20
+
+func (o Options) maxChanges() int64 {
+	if o.changesMax != 0 {
+		return o.changesMax
+	}
+	return defaultMaxChanges
+}
+
+// changesField is the most a changes archive adds to a listing: its Z
+// field with the base64 of an archive cut at twice max.
+func changesField(max int64) int64 {
+	if max < 0 {
+		return 0
+	}
+	return int64(base64.StdEncoding.EncodedLen(int(2*max))) + 2
+}
+
+// changesAllowed reports whether a syncOut listing may carry a changes
+// archive for m: only where the listing holds everything the export's tar
+// would archive. find prunes an exclude without a slash exactly where tar
+// does; other patterns may differ, and then the export runs.
+func changesAllowed(m Mapping) bool {
+	for _, e := range m.Exclude {
+		if strings.Contains(strings.TrimPrefix(e, "./"), "/") {
+			return false
+		}
+	}
+	return !m.FollowSymlinks
+}
+
+// changesScript prints the Z field: a tar of the files the listing had to
+// hash ($w/paths), when their sizes (the third field of each record key
+// in $w/miss) add up to at most max. Nothing is printed for none, for too
+// many bytes, or for a negative max. The sizes are digits from find; the
+// case guards the arithmetic, which would end the script on anything
+// else.
+func changesScript(max int64) string {
+	if max < 0 {
+		return ""
+	}
+	return fmt.Sprintf(`        if [ -s "$w/paths" ]; then
+          sz=$(cut -z -d : -f 3 "$w/miss" | tr '\0' +)
+          case $sz in *[!0-9+]*) ;; *)
+            if [ $((${sz}0)) -le %[1]d ]; then
+              printf Z
+              LC_ALL=C tar -c --format=gnu --no-xattrs --hard-dereference --no-recursion --null -T "$w/paths" -f - | head -c %[2]d | base64 -w 0
+              printf '\0'
+            fi;;
+          esac
+        fi
+`, max, 2*max)
+}

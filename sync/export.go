@@ -68,6 +68,15 @@ func (t Target) downloadDir(ctx context.Context, m Mapping, o Options) (files, b
 			}
 			return 0, 0, omittedPaths(src, plan.unsafe), nil
 		}
+		if plan.complete {
+			files, bytes, ok, err := t.applyChanges(ctx, m, plan, o)
+			if err != nil {
+				return 0, 0, nil, err
+			}
+			if ok {
+				return files, bytes, omittedPaths(src, plan.unsafe), nil
+			}
+		}
 		list := skipList(plan.skip)
 		switch {
 		case len(list) == 0:

@@ -139,6 +139,9 @@ type Options struct {
 	// deltaAnySize lifts the "more than half changed" fallback, so the
 	// equivalence tests reach the delta path with small trees.
 	deltaAnySize bool
+	// changesMax overrides defaultMaxChanges (delta_record.go); negative:
+	// no changes archive.
+	changesMax int64
 	// inlineSkip overrides maxInlineSkip (export.go); negative: always
 	// upload a delta export's exclude file.
 	inlineSkip int
