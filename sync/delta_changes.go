@@ -16,7 +16,8 @@ import (
 // listing and its changes archive alone (delta_record.go, "The changes
 // archive"): directories and links as the listing describes them (the
 // export's merge keeps only a directory's permission bits and a link's
-// target of theirs), files from the archive. ok is false, with nothing
+// target of theirs; a directory the host holds with the same bits is left
+// to the merge), files from the archive. ok is false, with nothing
 // written, when the archive does not hold every file that differs (or does
 // not read to its end); the export then runs as always. Members are
 // verified by the export's extractor and published by its host merge, so
@@ -38,7 +39,12 @@ func (t Target) applyChanges(ctx context.Context, m Mapping, plan *outPlan, o Op
 		}
 		switch e.typ {
 		case 'd':
-			dirs = append(dirs, name)
+			// A directory the host holds as it is needs no member (the
+			// export's merge would change nothing); one below it is
+			// staged in a parent the merge then walks into.
+			if !plan.sameDirs[name] {
+				dirs = append(dirs, name)
+			}
 		case 'l':
 			links = append(links, name)
 		case 'f':

@@ -19,8 +19,8 @@ import (
 //
 //	A                       the target does not exist
 //	N                       the target is not a directory
-//	T                       the image lacks GNU find (-printf)
-//	H uid gid umask now hash   then per entry:
+//	H uid gid umask hash    then per entry (the target first; without
+//	                        it, find has no -printf: no GNU find):
 //	type mode size mtime uid gid nlink ./path linktarget dev:inode:ctime
 //	S                       then per regular file, when hash is 1:
 //	<64 hex>  ./path        (sha256sum -z), or
@@ -55,12 +55,14 @@ type sbEntry struct {
 	hash     string // hex sha256, "" when not hashed
 }
 
+// listEntry is find's format of one listed entry.
+const listEntry = `%y\0%m\0%s\0%T@\0%U\0%G\0%n\0%p\0%l\0%D:%i:%C@\0`
+
 // listing is a parsed sandbox listing.
 type listing struct {
 	state    byte // 'A' absent, 'N' not a directory, 'T' no tools, 'H' listed
 	uid, gid int64
 	umask    uint32
-	now      int64
 	hashed   bool
 	entries  map[string]*sbEntry // by name relative to the target, "" = the target
 	// changes is the changes archive a syncOut listing carried (a tar,
@@ -91,12 +93,11 @@ ct=$(canon "$t") || exit 42
 inroot "$ct" || exit 42
 [ -d "$ct" ] || { printf 'N\0'; exit 0; }
 cd -- "$ct" || exit 42
-[ "$(LC_ALL=C find . -maxdepth 0 -printf x)" = x ] || { printf 'T\0'; exit 0; }
 h=0
-now=$(date +%s)
 `)
 	if hash {
-		b.WriteString("if command -v xargs >/dev/null && [ \"$(printf '' | sha256sum -z | head -c 1)\" = e ]; then h=1; fi\n")
+		// sha256sum -z of nothing: the empty input's hash, NUL-ended.
+		b.WriteString("if command -v xargs >/dev/null; then case $(sha256sum -z </dev/null) in e3b0c442*) h=1;; esac; fi\n")
 	}
 	prune := []string{"-name " + shell.Quote(scratchPrefix+"*")}
 	if !out {
@@ -112,17 +113,26 @@ now=$(date +%s)
 			prune = append(prune, "-name "+shell.Quote(e))
 		}
 	}
-	walk := `LC_ALL=C find . -mindepth 1 \( ` + strings.Join(prune, " -o ") + ` \) -prune -o`
+	// walk lists below the target; the listing's own walk also prints
+	// the target itself, first (-path . matches only the start).
+	prunes := `\( ` + strings.Join(prune, " -o ") + ` \) -prune -o`
+	walk := `LC_ALL=C find . -mindepth 1 ` + prunes
+	listWalk := `LC_ALL=C find . -path . -printf '` + listEntry + `' -o ` + prunes
 	b.WriteString(recordDirScript)
-	fmt.Fprintf(b, "w=\nif [ -n \"$rd\" ]; then\n  %s\nfi\n", recordWorkScript(o.recordSettle()))
-	entry := `%y\0%m\0%s\0%T@\0%U\0%G\0%n\0%p\0%l\0%D:%i:%C@\0`
+	fmt.Fprintf(b, "w=\nif [ -n \"$rd\" ]; then\n  %s\nfi\n", recordWorkScript)
+	// The sandbox user's ids without two processes: the effective ids of
+	// /proc's status of this shell, else id.
+	b.WriteString(`u=; g=
+while read -r k a e r; do case $k in Uid:) u=$e;; Gid:) g=$e;; esac; done </proc/$$/status
+case $u$g in ''|*[!0-9]*) u=$(id -u); g=$(id -g);; esac
+`)
+	entry := listEntry
 	changes := ""
 	if out && changesAllowed(m) {
 		changes = changesScript(o.maxChanges())
 		maxBytes += changesField(o.maxChanges())
 	}
-	fmt.Fprintf(b, `{ printf 'H\0%%s\0%%s\0%%s\0%%s\0%%s\0' "$(id -u)" "$(id -g)" "$(umask)" "$now" "$h"
-  LC_ALL=C find . -maxdepth 0 -printf '%[1]s'
+	fmt.Fprintf(b, `{ printf 'H\0%%s\0%%s\0' "$u" "$g"; umask; printf '\0%%s\0' "$h"
   if [ -n "$w" ]; then %[2]s -printf '%[1]s' %[4]s; else %[2]s -printf '%[1]s'; fi
   printf 'S\0'
   if [ "$h" = 1 ]; then
@@ -134,7 +144,7 @@ now=$(date +%s)
   fi
   printf 'E\0'
 } | head -c %[3]d
-`, entry, walk, maxBytes+1, recordWalk, recordHashScript(walk, changes), hashEvery(walk))
+`, entry, listWalk, maxBytes+1, recordWalk(o.recordSettle()), recordHashScript(walk, target, changes), hashEvery(walk))
 	return b.String()
 }
 
@@ -150,7 +160,7 @@ func (t Target) list(ctx context.Context, target string, m Mapping, out bool, o 
 	}
 	var buf bytes.Buffer
 	code, _, err := t.Client.Toolbox.ExecuteStream(ctx, t.Sandbox, &daytona.ExecuteRequest{
-		Command: "sh -c " + shell.Quote(script), Timeout: seconds(o.transferTimeout()),
+		Command: "exec sh -c " + shell.Quote(script), Timeout: seconds(o.transferTimeout()),
 	}, func(p []byte) error {
 		if int64(buf.Len()+len(p)) > readMax {
 			return errListTooLarge
@@ -185,11 +195,11 @@ func parseListing(out []byte, maxEntries int) (*listing, error) {
 	bad := func(what string) (*listing, error) { return nil, errors.New("the listing is malformed (" + what + ")") }
 	if len(fields) == 1 {
 		switch s := string(fields[0]); s {
-		case "A", "N", "T":
+		case "A", "N":
 			return &listing{state: s[0]}, nil
 		}
 	}
-	if len(fields) < 7 || string(fields[0]) != "H" || string(fields[len(fields)-1]) != "E" {
+	if len(fields) < 6 || string(fields[0]) != "H" || string(fields[len(fields)-1]) != "E" {
 		return bad("frame")
 	}
 	l := &listing{state: 'H', entries: map[string]*sbEntry{}}
@@ -201,13 +211,14 @@ func parseListing(out []byte, maxEntries int) (*listing, error) {
 		}
 		return n
 	}
-	l.uid, l.gid, l.now = num(fields[1]), num(fields[2]), num(fields[4])
-	um, e := strconv.ParseUint(string(fields[3]), 8, 32)
+	l.uid, l.gid = num(fields[1]), num(fields[2])
+	// umask, the builtin, ends its line.
+	um, e := strconv.ParseUint(string(bytes.TrimSuffix(fields[3], []byte("\n"))), 8, 32)
 	if err != nil || e != nil || um > 0o777 {
 		return bad("header")
 	}
-	l.umask, l.hashed = uint32(um), string(fields[5]) == "1"
-	rest := fields[6 : len(fields)-1]
+	l.umask, l.hashed = uint32(um), string(fields[4]) == "1"
+	rest := fields[5 : len(fields)-1]
 	for len(rest) > 0 && string(rest[0]) != "S" {
 		if len(rest) < 10 {
 			return bad("entry")
@@ -245,6 +256,10 @@ func parseListing(out []byte, maxEntries int) (*listing, error) {
 	}
 	if len(rest) == 0 {
 		return bad("no hash section")
+	}
+	if l.entries[""] == nil {
+		// find printed nothing, not even the target: no GNU find.
+		return &listing{state: 'T'}, nil
 	}
 	hashes := rest[1:]
 	if n := len(hashes); n > 0 && len(hashes[n-1]) > 0 && hashes[n-1][0] == 'Z' {

@@ -36,6 +36,10 @@ type outPlan struct {
 	unsafe []string
 	// empty: nothing at all differs, so no archive is needed.
 	empty bool
+	// sameDirs are the listed directories the host target already holds
+	// as directories with the same permission bits: merging one changes
+	// nothing.
+	sameDirs map[string]bool
 	// listing is the sandbox listing the plan was made from.
 	listing *listing
 	// complete: the listing holds everything the export's tar would
@@ -164,7 +168,7 @@ func compareOut(ctx context.Context, m Mapping, target string, l *listing, o Opt
 		}
 	}
 	x := newExtractor(nil, o.Limits)
-	plan := &outPlan{}
+	plan := &outPlan{sameDirs: map[string]bool{}}
 	var files, differ, bytesAll, bytesDiffer int64
 	var pending []hashJob
 	var omitCost int
@@ -180,6 +184,8 @@ func compareOut(ctx context.Context, m Mapping, target string, l *listing, o Opt
 			// decide whether an archive is needed at all.
 			if !onHost || !h.fi.IsDir() || h.fi.Mode()&(fs.ModePerm|fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != fs.FileMode(e.mode&0o777) {
 				dirsSame = false
+			} else {
+				plan.sameDirs[name] = true
 			}
 			continue
 		case 's':

@@ -1,7 +1,9 @@
 package sync
 
 import (
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -56,18 +58,28 @@ fi
 
 // recordWorkScript makes the listing's private work directory $w in the
 // record directory (emptied again at the end; one a killed listing left
-// behind is removed an hour later), with a stamp whose mtime is settle
-// seconds before the listing's start: a ctime newer than the stamp is too
-// recent to record.
-func recordWorkScript(settle int) string {
-	return fmt.Sprintf(`find "$rd" -maxdepth 1 -name 'w.*' -mmin +60 -exec rm -rf -- {} + 2>/dev/null
-  if w=$(mktemp -d "$rd/w.XXXXXX"); then touch -d "@$((now - %d))" "$w/stamp" || { rm -rf -- "$w"; w=; }; else w=; fi`, settle)
-}
+// behind is removed an hour later: the find runs only when some work
+// directory is there).
+const recordWorkScript = `set -- "$rd"/w.*
+  [ ! -e "$1" ] || find "$rd" -maxdepth 1 -name 'w.*' -mmin +60 -exec rm -rf -- {} + 2>/dev/null
+  w=$(mktemp -d "$rd/w.XXXXXX") || w=`
 
 // recordWalk is added to the listing's walk: it writes every regular
 // file's "key ./path" to $w/raw as it lists, the key of a file too recent
-// to record prefixed with r (which no recorded key matches).
-const recordWalk = `\( -type f \( -cnewer "$w/stamp" -fprintf "$w/raw" 'r` + recordKey + ` %p\0' -o -fprintf "$w/raw" '` + recordKey + ` %p\0' \) \)`
+// to record (a ctime less than settle seconds before the walk) prefixed
+// with r, which no recorded key matches.
+func recordWalk(settle int) string {
+	return fmt.Sprintf(`\( -type f \( -newerct '%d seconds ago' -fprintf "$w/raw" 'r%s %%p\0' -o -fprintf "$w/raw" '%s %%p\0' \) \)`, settle, recordKey, recordKey)
+}
+
+// recordName is the record file of a target: the hex sha256 of its path
+// as the worker names it. Any record would do for any target (a key
+// recorded is a content recorded, wherever the file lies); one per target
+// keeps each small.
+func recordName(target string) string {
+	sum := sha256.Sum256([]byte(target))
+	return hex.EncodeToString(sum[:])
+}
 
 // recordHashScript prints the hash section of a listing: the record's
 // "<hash> <key>" line for a file whose key the record holds, sha256sum's
@@ -81,18 +93,17 @@ const recordWalk = `\( -type f \( -cnewer "$w/stamp" -fprintf "$w/raw" 'r` + rec
 // hash every file, as without a record. walk is the listing's find.
 //
 // changes, when set, runs after the record is written (changesScript).
-func recordHashScript(walk, changes string) string {
-	return `      rec="$rd/$(printf '%s' "$ct" | sha256sum | cut -c 1-64)"
+func recordHashScript(walk, target, changes string) string {
+	return `      rec="$rd/` + recordName(target) + `"
       if LC_ALL=C sort -z -t ' ' -k 1,1 "$w/raw" >"$w/files" &&
         { [ ! -f "$rec" ] || LC_ALL=C grep -z -E '^[0-9a-f]{64} [0-9]+:[0-9]+:[0-9]+:-?[0-9]+(\.[0-9]+)?:[0-9]+(\.[0-9]+)?$' "$rec"; [ $? -le 1 ]; } >"$w/rec" &&
         LC_ALL=C join -z --nocheck-order -t ' ' -1 1 -2 2 -o 2.1,1.1 "$w/files" "$w/rec" >"$w/hit" &&
         LC_ALL=C join -z --nocheck-order -t ' ' -1 1 -2 2 -v 1 "$w/files" "$w/rec" >"$w/miss" &&
         cut -z -d ' ' -f 2- "$w/miss" >"$w/paths"; then
-        cat "$w/hit"
         xargs -0 -r sha256sum -z -- <"$w/paths" >"$w/sum"
-        cat "$w/sum"
+        cat "$w/hit" "$w/sum"
         if [ -s "$w/miss" ] || ! cmp -s "$w/hit" "$w/rec"; then
-          if cut -z -d ' ' -f 1 "$w/miss" >"$w/mkeys" && [ "$(cut -z -c 67- "$w/sum" | cksum)" = "$(cksum <"$w/paths")" ] &&
+          if cut -z -d ' ' -f 1 "$w/miss" >"$w/mkeys" && cut -z -c 67- "$w/sum" | cmp -s - "$w/paths" &&
             { cat "$w/hit" && cut -z -c 1-64 "$w/sum" | paste -z -d ' ' - "$w/mkeys"; } |
             LC_ALL=C grep -z -v '^[0-9a-f]* r' | LC_ALL=C sort -z -u -t ' ' -k 2,2 >"$w/new" && [ -s "$w/new" ] && mv -f -- "$w/new" "$rec"; then :; else rm -f -- "$rec"; fi
         fi

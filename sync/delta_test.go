@@ -153,7 +153,7 @@ func TestDeltaSyncInTargetNotADirectory(t *testing.T) {
 // sandbox that is cut, malformed, overlong or carries names the daemon
 // could not transport exactly is refused (the mapping then goes full).
 func TestParseListingRefusesWhatDoesNotParse(t *testing.T) {
-	head := "H\x000\x000\x000022\x001700000000\x001\x00"
+	head := "H\x000\x000\x000022\n\x001\x00"
 	dot := "d\x00755\x004096\x001700000000.0000000000\x000\x000\x002\x00.\x00\x002049:1:1700000000.5\x00"
 	file := "f\x00644\x003\x001700000000.0000000000\x000\x000\x001\x00./a\nb\x00\x002049:7:1700000000.5\x00"
 	hash := strings.Repeat("e", 64) + "  ./a\nb\x00"
@@ -189,7 +189,11 @@ func TestParseListingRefusesWhatDoesNotParse(t *testing.T) {
 		_, err := parseListing([]byte(bad), 2)
 		assert.Error(t, err, name)
 	}
-	for _, s := range []string{"A", "N", "T"} {
+	// A listing without the target itself: find has no -printf.
+	l, err = parseListing([]byte(head+"S\x00E\x00"), 2)
+	require.NoError(t, err)
+	assert.Equal(t, byte('T'), l.state)
+	for _, s := range []string{"A", "N"} {
 		l, err := parseListing([]byte(s+"\x00"), 2)
 		require.NoError(t, err)
 		assert.Equal(t, s[0], l.state)

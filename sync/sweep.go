@@ -136,6 +136,9 @@ func (o Options) sandboxSweep() string {
 	}
 	minutes := int64((o.staleAfter() + time.Minute - 1) / time.Minute) // rounded up
 	name := shell.Quote(scratchPrefix + uuidGlob)
-	return "find \"$root\" -mindepth 1 -maxdepth 1 -type f \\( -name " + name + " -o -name " + shell.Quote(scratchPrefix+uuidGlob+reservedTarSuffix) +
-		" \\) -mmin +" + strconv.FormatInt(minutes, 10) + " -exec rm -f -- {} + >/dev/null 2>&1\n"
+	// The find runs only when the glob (the shell's own: no process)
+	// matched some reserved name; unmatched, it stays the pattern.
+	glob := `"$root"/` + scratchPrefix + "*"
+	return "set -- " + glob + "\ncase $1 in \"$root/" + scratchPrefix + "*\") ;; *) find \"$root\" -mindepth 1 -maxdepth 1 -type f \\( -name " + name + " -o -name " + shell.Quote(scratchPrefix+uuidGlob+reservedTarSuffix) +
+		" \\) -mmin +" + strconv.FormatInt(minutes, 10) + " -exec rm -f -- {} + >/dev/null 2>&1;; esac\n"
 }
