@@ -199,37 +199,13 @@ func TestDeltaSyncOutSpecialFileFailsAsTheFullExport(t *testing.T) {
 // archive limits, and at worst withholds the sandbox's own change.
 func TestDeltaSyncOutHostileListing(t *testing.T) {
 	t.Parallel()
-	t.Run("names and links", func(t *testing.T) {
-		t.Parallel()
-		e := newEnv(t)
-		src, sbSide := sandboxTree(t, e, "proj")
-		writeFile(t, filepath.Join(sbSide, "sub", "trailing"), "unchanged", 0o644)
-		for _, n := range []string{"new\nline", "trailing ", "back\\slash", "*star", "-dash", "$(x)", "tab\tname"} {
-			writeFile(t, filepath.Join(sbSide, "sub", n), "content of "+n, 0o644)
-		}
-		require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(sbSide, "abs")))
-		require.NoError(t, os.Symlink("../../outside", filepath.Join(sbSide, "sub", "up")))
-		back := filepath.Join(t.TempDir(), "back")
-		m := dirMapping(src, back)
-		full, err := e.syncOut(t, Options{Delta: DeltaOff}, m)
-		require.NoError(t, err)
-		writeFile(t, filepath.Join(back, "abs"), "the host's own", 0o600)
-		writeFile(t, filepath.Join(back, "sub", "trailing"), "edited on the host", 0o644)
-
-		res, err := e.syncOut(t, Options{}, m)
-		require.NoError(t, err)
-		assert.Equal(t, WayDelta, oneReport(t, res).Way)
-		// Names an exclude line cannot hold travel again: a newline, a
-		// trailing blank (which would exclude "trailing" instead).
-		assert.EqualValues(t, 3, res[0].FilesTransferred, "and the host's edit is overwritten")
-		assert.Equal(t, full[0].OmittedUnsafeLinkCount, res[0].OmittedUnsafeLinkCount)
-		assert.ElementsMatch(t, []string{src + "/abs", src + "/sub/up"}, res[0].OmittedUnsafeLinks)
-		assert.Equal(t, "the host's own", readFile(t, filepath.Join(back, "abs")))
-		assert.NoFileExists(t, filepath.Join(back, "sub", "up"))
-		assert.Equal(t, "content of new\nline", readFile(t, filepath.Join(back, "sub", "new\nline")))
-		assert.Equal(t, "unchanged", readFile(t, filepath.Join(back, "sub", "trailing")))
-		e.noScratchLeft(t, back)
-	})
+	// From the listing's changes archive, and by the export.
+	for way, o := range map[string]Options{"changes": {}, "export": {changesMax: -1}} {
+		t.Run("names and links/"+way, func(t *testing.T) {
+			t.Parallel()
+			hostileNamesAndLinks(t, o)
+		})
+	}
 	t.Run("sizes", func(t *testing.T) {
 		t.Parallel()
 		// A find that reports every size as 100 bytes (the third field of
@@ -272,6 +248,45 @@ func TestDeltaSyncOutHostileListing(t *testing.T) {
 		assert.Equal(t, before, snapshotTree(t, back))
 		e.noScratchLeft(t, back)
 	})
+}
+
+// hostileNamesAndLinks is TestDeltaSyncOutHostileListing's names and links
+// case, with o's way of moving what differs.
+func hostileNamesAndLinks(t *testing.T, o Options) {
+	e := newEnv(t)
+	src, sbSide := sandboxTree(t, e, "proj")
+	writeFile(t, filepath.Join(sbSide, "sub", "trailing"), "unchanged", 0o644)
+	for _, n := range []string{"new\nline", "trailing ", "back\\slash", "*star", "-dash", "$(x)", "tab\tname"} {
+		writeFile(t, filepath.Join(sbSide, "sub", n), "content of "+n, 0o644)
+	}
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(sbSide, "abs")))
+	require.NoError(t, os.Symlink("../../outside", filepath.Join(sbSide, "sub", "up")))
+	back := filepath.Join(t.TempDir(), "back")
+	m := dirMapping(src, back)
+	full, err := e.syncOut(t, Options{Delta: DeltaOff}, m)
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(back, "abs"), "the host's own", 0o600)
+	writeFile(t, filepath.Join(back, "sub", "trailing"), "edited on the host", 0o644)
+
+	e.srv.ResetRequests()
+	res, err := e.syncOut(t, o, m)
+	require.NoError(t, err)
+	assert.Equal(t, WayDelta, oneReport(t, res).Way)
+	want := 1 // the listing, carrying the changes
+	if o.changesMax < 0 {
+		want = 4 // list, export script, download, scratch removal
+	}
+	assert.Equal(t, want, e.srv.CountRequests("", ""))
+	// Names an exclude line cannot hold travel again: a newline, a
+	// trailing blank (which would exclude "trailing" instead).
+	assert.EqualValues(t, 3, res[0].FilesTransferred, "and the host's edit is overwritten")
+	assert.Equal(t, full[0].OmittedUnsafeLinkCount, res[0].OmittedUnsafeLinkCount)
+	assert.ElementsMatch(t, []string{src + "/abs", src + "/sub/up"}, res[0].OmittedUnsafeLinks)
+	assert.Equal(t, "the host's own", readFile(t, filepath.Join(back, "abs")))
+	assert.NoFileExists(t, filepath.Join(back, "sub", "up"))
+	assert.Equal(t, "content of new\nline", readFile(t, filepath.Join(back, "sub", "new\nline")))
+	assert.Equal(t, "unchanged", readFile(t, filepath.Join(back, "sub", "trailing")))
+	e.noScratchLeft(t, back)
 }
 
 // TestDeltaSyncOutDiskFullStreamsTheWholeTree: the disk-full fallback on
