@@ -13,6 +13,7 @@ import (
 
 	"github.com/daytonaworker/daytona-worker/daytona"
 	"github.com/daytonaworker/daytona-worker/daytona/daytonatest"
+	"github.com/daytonaworker/daytona-worker/internal/span/spantest"
 	"github.com/daytonaworker/daytona-worker/internal/testenv"
 )
 
@@ -83,14 +84,27 @@ func TestRoundTripThroughTheToolbox(t *testing.T) {
 		assert.Equal(t, "alpha, changed\n", readFile(t, filepath.Join(root, "ws", "a.txt")))
 	}
 
-	// A second export, after a change, goes the delta way.
+	// A second export, after a change, goes the delta way, the changed
+	// file in the listing's changes archive: the listing is the only
+	// round trip (delta_changes.go).
 	writeFile(t, filepath.Join(src, "bin", "run.sh"), "#!/bin/sh\necho changed\n", 0o755)
 	in()
-	res, err = SyncOut(ctx, tgt, []Operation{{ID: "out", Files: []Mapping{{SourcePath: root + "/ws", TargetPath: filepath.Join(back, "ws"), Kind: KindDirectory}}}}, Options{})
+	sctx, rec := spantest.New(ctx)
+	res, err = SyncOut(sctx, tgt, []Operation{{ID: "out", Files: []Mapping{{SourcePath: root + "/ws", TargetPath: filepath.Join(back, "ws"), Kind: KindDirectory}}}}, Options{})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
 	require.Len(t, res[0].Directories, 1)
 	assert.Equal(t, WayDelta, res[0].Directories[0].Way, res[0].Directories[0].Reason)
 	assert.EqualValues(t, 1, res[0].FilesTransferred)
+	assert.Equal(t, snapshotTree(t, src), snapshotTree(t, filepath.Join(back, "ws")))
+	transferAttrs(t, rec, "outbound", 1)
+
+	// And by the export, without the changes archive.
+	writeFile(t, filepath.Join(src, "a.txt"), "alpha, changed again\n", 0o644)
+	in()
+	res, err = SyncOut(ctx, tgt, []Operation{{ID: "out", Files: []Mapping{{SourcePath: root + "/ws", TargetPath: filepath.Join(back, "ws"), Kind: KindDirectory}}}}, Options{changesMax: -1})
+	require.NoError(t, err)
+	require.Len(t, res[0].Directories, 1)
+	assert.Equal(t, WayDelta, res[0].Directories[0].Way, res[0].Directories[0].Reason)
 	assert.Equal(t, snapshotTree(t, src), snapshotTree(t, filepath.Join(back, "ws")))
 }
