@@ -8,7 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/daytonaworker/daytona-worker/channel"
 	"github.com/daytonaworker/daytona-worker/cleanup"
+	"github.com/daytonaworker/daytona-worker/rpc"
 )
 
 // The lease steps' whole answers (docs/behavior.md#acquire and the steps
@@ -26,7 +28,10 @@ const workspace = "/home/daytona/paperclip-workspace"
 
 // TestLeaseStepsAnswerWholeMaps: acquire, execute, release, resume,
 // realize and destroy of a one-shot and of a reusable lease, each answer
-// compared whole, and the sandbox they leave.
+// compared whole, and what each leaves for the calls after it: the
+// sandbox, the idle evidence (a held lease keeps the worker awake, a
+// released one does not) and the channel table (a channel open finds a
+// held lease in its directory and is refused once it is released).
 func TestLeaseStepsAnswerWholeMaps(t *testing.T) {
 	t.Parallel()
 	for _, reuse := range []bool{false, true} {
@@ -53,6 +58,25 @@ func TestLeaseStepsAnswerWholeMaps(t *testing.T) {
 			require.Equal(t, want, l.Metadata)
 			assert.Nil(t, l.ExpiresAt)
 			assert.Regexp(t, `^paperclip-create-`+uuidRE.String()[1:], info.Name)
+			ref := channel.Ref{CompanyID: "company-1", EnvironmentID: "env-1", LeaseID: id}
+			held := func(step string) {
+				t.Helper()
+				assert.Equal(t, rpc.IdleReport{Allocations: 1}, e.d.idle.report(), "after %s: the lease is held", step)
+				cl, err := e.d.channelLease(ref, "test")
+				if assert.NoError(t, err, "after %s", step) {
+					assert.Equal(t, workspace, cl.Cwd, "after %s", step)
+					assert.Equal(t, id, cl.Sandbox.ID, "after %s", step)
+				}
+			}
+			let := func(step string) {
+				t.Helper()
+				assert.Equal(t, rpc.IdleReport{SleepAllowed: true}, e.d.idle.report(), "after %s: nothing held", step)
+				// Teardown forgets the lease: an open fails closed.
+				_, err := e.d.channelLease(ref, "test")
+				var none errNoLease
+				assert.ErrorAs(t, err, &none, "after %s: channels refused", step)
+			}
+			held("acquire")
 
 			// What the create left on Daytona.
 			attempt := info.Labels[cleanup.LabelCreateAttempt]
@@ -79,12 +103,14 @@ func TestLeaseStepsAnswerWholeMaps(t *testing.T) {
 			realize, err := e.call("environmentRealizeWorkspace", e.realizeParams(l))
 			require.NoError(t, err)
 			assert.Equal(t, map[string]any{"cwd": workspace, "metadata": map[string]any{"provider": "daytona", "remoteCwd": workspace}}, decode[map[string]any](t, realize))
+			held("execute and realize")
 
 			raw, err = e.call("environmentReleaseLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", l.Metadata))
 			require.NoError(t, err)
 			if !reuse {
 				assert.Equal(t, map[string]any{"providerLeaseId": id, "state": "destroyed"}, decode[map[string]any](t, raw))
 				e.await(id, "gone")
+				let("release")
 				// A one-shot lease is over: resuming it says so, whole.
 				raw, err = e.call("environmentResumeLease", e.resumeParams(l, nil))
 				require.NoError(t, err)
@@ -93,6 +119,7 @@ func TestLeaseStepsAnswerWholeMaps(t *testing.T) {
 			}
 			assert.Equal(t, map[string]any{"providerLeaseId": id, "state": "stopped"}, decode[map[string]any](t, raw))
 			e.await(id, "stopped")
+			let("release")
 
 			raw, err = e.call("environmentResumeLease", e.resumeParams(l, nil))
 			require.NoError(t, err)
@@ -103,11 +130,13 @@ func TestLeaseStepsAnswerWholeMaps(t *testing.T) {
 			want["workspaceSentinel"] = map[string]any{"path": wantSentinel["path"], "result": "matched", "token": token}
 			assert.Equal(t, want, r.Metadata)
 			assert.Equal(t, "started", e.state(id))
+			held("resume")
 
 			raw, err = e.call("environmentDestroyLease", with(e.base(nil), "providerLeaseId", id, "leaseMetadata", r.Metadata))
 			require.NoError(t, err)
 			assert.Equal(t, map[string]any{"providerLeaseId": id, "state": "destroyed"}, decode[map[string]any](t, raw))
 			e.await(id, "gone")
+			let("destroy")
 		})
 	}
 }
