@@ -2,6 +2,8 @@ package provider
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"testing"
 
@@ -175,4 +177,53 @@ func keys(m map[string]any) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestSyncAnswersWholeMaps: a syncIn and two syncOuts of a directory and
+// a file mapping, each operation's answer compared whole: the counts of
+// what moved and metadata.directorySync (the first of each direction the
+// whole tree, since nothing is there yet; the second syncOut a delta in
+// which nothing changed, so only the file mapping moves).
+func TestSyncAnswersWholeMaps(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	src, back := t.TempDir(), t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(src, "a"), []byte("a"), 0o644))
+	call := func(method string, op map[string]any) map[string]any {
+		t.Helper()
+		raw, err := e.call(method, with(e.base(nil), "lease", l, "operations", []any{op}))
+		require.NoError(t, err)
+		return decode[map[string]any](t, raw)
+	}
+	answer := func(id string, files, bytes int, dir map[string]any) map[string]any {
+		return map[string]any{"operations": []any{map[string]any{"operationId": id, "filesTransferred": float64(files), "bytesTransferred": float64(bytes),
+			"metadata": map[string]any{"directorySync": []any{dir}}}}}
+	}
+	in := map[string]any{"operationId": "in", "files": []any{
+		map[string]any{"sourcePath": src, "targetPath": workspace + "/proj", "kind": "directory"},
+		map[string]any{"sourcePath": filepath.Join(src, "a"), "targetPath": workspace + "/one", "kind": "file"},
+	}}
+	// The archive (a header, a block of data and the end blocks) and the
+	// file's byte.
+	assert.Equal(t, answer("in", 2, 2049, map[string]any{"targetPath": workspace + "/proj", "way": "full", "reason": "the target does not exist yet",
+		"listedEntries": float64(0), "unchangedEntries": float64(0)}), call("environmentSyncIn", in))
+
+	out := map[string]any{"operationId": "out", "files": []any{
+		map[string]any{"sourcePath": workspace + "/proj", "targetPath": back + "/proj", "kind": "directory"},
+		map[string]any{"sourcePath": workspace + "/one", "targetPath": back + "/one", "kind": "file"},
+	}}
+	assert.Equal(t, answer("out", 2, 2049, map[string]any{"targetPath": back + "/proj", "way": "full", "reason": "the host target does not exist yet",
+		"listedEntries": float64(0), "unchangedEntries": float64(0)}), call("environmentSyncOut", out))
+	assert.Equal(t, answer("out", 1, 1, map[string]any{"targetPath": back + "/proj", "way": "delta",
+		"listedEntries": float64(2), "unchangedEntries": float64(1)}), call("environmentSyncOut", out))
+	assert.Equal(t, "a", readHostFile(t, filepath.Join(back, "proj", "a")))
+	assert.Equal(t, "a", readHostFile(t, filepath.Join(back, "one")))
+}
+
+func readHostFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return string(b)
 }
