@@ -102,17 +102,10 @@ func TestInteractiveSetupStartsWithRedactedMetadataAndOneTimeSSH(t *testing.T) {
 		"metadata": map[string]any{"provider": "daytona", "expiresInMinutes": float64(15)}}, s.ConnectionSummary)
 	require.Equal(t, grants[0].ExpiresAt.UTC().Format(isoMillis), s.ConnectionPayload["expiresAt"])
 
-	md := s.Metadata
-	require.Equal(t, "daytona", md["provider"])
-	require.Equal(t, id, md["sandboxId"])
-	require.Equal(t, "started", md["sandboxState"])
-	require.Equal(t, true, md["connectionRedacted"])
-	require.Equal(t, true, md["sourceTemplateRefRedacted"])
-	require.Equal(t, true, md["snapshotConfigured"])
-	require.Equal(t, false, md["imageConfigured"])
-	require.Contains(t, []any{"bash", "sh"}, md["shellCommand"])
-	require.True(t, strings.HasSuffix(md["remoteCwd"].(string), "/"+workspaceDirName))
-	require.Equal(t, float64(20000), md["timeoutMs"])
+	// The whole metadata: nothing more, nothing less.
+	require.Equal(t, map[string]any{"provider": "daytona", "sandboxId": id, "sandboxState": "started", "target": "us",
+		"connectionRedacted": true, "sourceTemplateRefRedacted": true, "snapshotConfigured": true, "imageConfigured": false,
+		"shellCommand": "bash", "remoteCwd": "/home/daytona/" + workspaceDirName, "timeoutMs": float64(20000)}, s.Metadata)
 	rest := withoutPayload(t, s)
 	for _, secret := range []string{tok, "tmpl-source", e.srv.APIKey()} {
 		require.NotContains(t, rest, secret)
@@ -122,8 +115,10 @@ func TestInteractiveSetupStartsWithRedactedMetadataAndOneTimeSSH(t *testing.T) {
 	info := e.info(id)
 	require.Equal(t, "tmpl-source", info.Snapshot, "the source template replaces the config's snapshot")
 	require.Equal(t, "interactive_setup", info.Labels[cleanup.LabelPurpose], "the value the host and the reference read")
-	require.Equal(t, "setup-session-1", info.Labels[cleanup.LabelSetupSessionID])
-	require.Equal(t, "company-1", info.Labels[cleanup.LabelCompanyID])
+	require.Equal(t, map[string]string{cleanup.LabelPurpose: "interactive_setup", cleanup.LabelSetupSessionID: "setup-session-1",
+		cleanup.LabelCompanyID: "company-1", "paperclip-environment-id": "env-1", "paperclip-provider": "daytona",
+		"paperclip-reuse-lease": "false", cleanup.LabelCreateAttempt: info.Labels[cleanup.LabelCreateAttempt]}, info.Labels)
+	require.Regexp(t, uuidRE, info.Labels[cleanup.LabelCreateAttempt])
 	require.True(t, strings.HasPrefix(info.Name, cleanup.CreationNamePrefix))
 
 	// The lease is admitted: it serves commands like any other.

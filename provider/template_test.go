@@ -48,12 +48,9 @@ func TestCaptureTemplateFromALiveSetupSandbox(t *testing.T) {
 	require.Equal(t, "paperclip-env-1", got.TemplateRef)
 	require.Equal(t, "snapshot", got.TemplateKind)
 	md := got.Metadata
-	require.Equal(t, "daytona", md["provider"])
-	require.Equal(t, id, md["sandboxId"])
-	require.Equal(t, float64(120000), md["timeoutMs"])
-	require.Equal(t, true, md["sourceTemplateRefRedacted"])
-	require.Equal(t, true, md["previousTemplateRefRedacted"])
-	require.NotEmpty(t, md["capturedAt"])
+	require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, md["capturedAt"])
+	require.Equal(t, map[string]any{"provider": "daytona", "sandboxId": id, "timeoutMs": float64(120000),
+		"sourceTemplateRefRedacted": true, "previousTemplateRefRedacted": true, "capturedAt": md["capturedAt"]}, md)
 	require.NotContains(t, string(raw), "secret-ref")
 	require.Equal(t, []daytonatest.SnapshotInfo{{ID: e.srv.Snapshots()[0].ID, Name: "paperclip-env-1", State: "active", SourceSandboxID: id}}, e.srv.Snapshots())
 	require.Equal(t, daytonatest.StateStarted, e.state(id), "the setup sandbox is live again after the capture")
