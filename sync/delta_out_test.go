@@ -1,6 +1,9 @@
 package sync
 
 import (
+	"archive/tar"
+	"bytes"
+	"encoding/base64"
 	"io/fs"
 	"os"
 	osexec "os/exec"
@@ -481,6 +484,13 @@ func TestDeltaSyncOutChangesArchive(t *testing.T) {
 			assert.Equal(t, WayDelta, oneReport(t, res).Way)
 			tc.check(t, sbSide, back)
 			assert.Equal(t, tc.want, e.srv.CountRequests("", ""))
+			if name == "a sandbox edit" {
+				// What moved is the archive: one header, a block of data,
+				// the end blocks, padded to tar's record at most.
+				assert.EqualValues(t, 1, res[0].FilesTransferred)
+				assert.GreaterOrEqual(t, res[0].BytesTransferred, int64(2048))
+				assert.LessOrEqual(t, res[0].BytesTransferred, int64(10240))
+			}
 			e.noScratchLeft(t, back)
 			// And the host target is what a full export makes of the
 			// same host tree.
@@ -489,4 +499,102 @@ func TestDeltaSyncOutChangesArchive(t *testing.T) {
 			equalSnapshots(t, snapshotWith(t, full, false), snapshotWith(t, back, false))
 		})
 	}
+}
+
+// TestDeltaSyncOutChangesOverTheBoundAreNotCarried: files the sandbox
+// changed beyond the changes archive's bound are not tarred into the
+// listing at all (not tarred and cut): the listing's answer stays the
+// size of a listing, and the export brings them.
+func TestDeltaSyncOutChangesOverTheBoundAreNotCarried(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src, sbSide := sandboxTree(t, e, "proj")
+	back := filepath.Join(t.TempDir(), "back")
+	m := dirMapping(src, back)
+	o := Options{settle: -time.Hour, changesMax: 64 << 10, deltaAnySize: true}
+	_, err := e.syncOut(t, Options{Delta: DeltaOff}, m)
+	require.NoError(t, err)
+	_, err = e.syncOut(t, o, m)
+	require.NoError(t, err)
+	big := randomBytes(t, 1<<20)
+	require.NoError(t, os.WriteFile(filepath.Join(sbSide, "big.bin"), big, 0o644))
+	e.srv.ResetRequests()
+	res, err := e.syncOut(t, o, m)
+	require.NoError(t, err)
+	assert.Equal(t, WayDelta, oneReport(t, res).Way)
+	assert.Equal(t, big, []byte(readFile(t, filepath.Join(back, "big.bin"))))
+	reqs := e.srv.Requests()
+	require.Len(t, reqs, 4, "list, export script, download, scratch removal")
+	assert.Less(t, reqs[0].ReplyBytes, int64(16<<10), "the listing carried no archive")
+}
+
+// TestDeltaSyncOutChangesArchiveIsNotCountedAsListing: the changes archive
+// rides on top of the listing's own bound (MaxListBytes): a listing well
+// under it whose archive is over it still goes the changes way, and one
+// that is itself over it still falls back.
+func TestDeltaSyncOutChangesArchiveIsNotCountedAsListing(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	src, sbSide := sandboxTree(t, e, "proj")
+	back := filepath.Join(t.TempDir(), "back")
+	m := dirMapping(src, back)
+	o := Options{settle: -time.Hour, MaxListBytes: 16 << 10, deltaAnySize: true}
+	_, err := e.syncOut(t, Options{Delta: DeltaOff}, m)
+	require.NoError(t, err)
+	_, err = e.syncOut(t, o, m)
+	require.NoError(t, err)
+	big := randomBytes(t, 256<<10)
+	require.NoError(t, os.WriteFile(filepath.Join(sbSide, "big.bin"), big, 0o644))
+	e.srv.ResetRequests()
+	res, err := e.syncOut(t, o, m)
+	require.NoError(t, err)
+	assert.Equal(t, WayDelta, oneReport(t, res).Way, oneReport(t, res).Reason)
+	assert.Equal(t, big, []byte(readFile(t, filepath.Join(back, "big.bin"))))
+	assert.Equal(t, 1, e.srv.CountRequests("", ""), "the listing, with the archive")
+
+	o.MaxListBytes = 200
+	writeFile(t, filepath.Join(sbSide, "a.txt"), "changed", 0o644)
+	res, err = e.syncOut(t, o, m)
+	require.NoError(t, err)
+	assert.Equal(t, DirReport{TargetPath: back, Way: WayFull, Reason: "the listing exceeds 200 bytes"}, oneReport(t, res))
+	assert.Equal(t, "changed", readFile(t, filepath.Join(back, "a.txt")))
+}
+
+// TestDeltaSyncOutChangesArchiveOnlyGivesFiles: a changes archive (here a
+// hostile one, from a sandbox whose base64 prints what it likes) can only
+// supply the content of a file the listing says differs: a member of that
+// name that is not a regular file is passed over, so no link or directory
+// lands where the listing showed a file.
+func TestDeltaSyncOutChangesArchiveOnlyGivesFiles(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "./a.txt", Linkname: "b.txt", Mode: 0o777}))
+	require.NoError(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "./a.txt", Size: 7, Mode: 0o644}))
+	_, err := tw.Write([]byte("archive"))
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	fake := t.TempDir()
+	writeFile(t, filepath.Join(fake, "base64"), "#!/bin/sh\ncat >/dev/null; printf %s '"+base64.StdEncoding.EncodeToString(buf.Bytes())+"'\n", 0o755)
+	e := newEnvWith(t, map[string]string{"PATH": fake + ":" + os.Getenv("PATH")})
+	src, sbSide := sandboxTree(t, e, "proj")
+	back := filepath.Join(t.TempDir(), "back")
+	m := dirMapping(src, back)
+	o := Options{settle: -time.Hour}
+	_, err = e.syncOut(t, Options{Delta: DeltaOff}, m)
+	require.NoError(t, err)
+	_, err = e.syncOut(t, o, m)
+	require.NoError(t, err)
+	writeFile(t, filepath.Join(sbSide, "a.txt"), "sandbox", 0o644)
+	e.srv.ResetRequests()
+	res, err := e.syncOut(t, o, m)
+	require.NoError(t, err)
+	assert.Equal(t, WayDelta, oneReport(t, res).Way)
+	assert.Equal(t, 1, e.srv.CountRequests("", ""), "the archive held the file")
+	fi, err := os.Lstat(filepath.Join(back, "a.txt"))
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular(), "a regular file, not the archive's link")
+	// The sandbox could send any content for its own file; it cannot
+	// change what kind of entry the host gets.
+	assert.Equal(t, "archive", readFile(t, filepath.Join(back, "a.txt")))
 }
