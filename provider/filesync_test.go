@@ -275,3 +275,33 @@ func TestManifestDeclaresConcurrentSyncOperations(t *testing.T) {
 		assert.True(t, e.reg.Has(method), method)
 	}
 }
+
+// TestDiskFullExportIsCappedByTheSandboxDiskInGiB: Daytona reports a
+// sandbox's disk in GiB, and a syncOut whose export finds the sandbox disk
+// full streams through the terminal, capped at that allocation
+// (docs/behavior.md#streaming-export). A 4 MiB tree comes back from a
+// sandbox of a few GiB whose disk is full. (Sample-8 bug 6: the
+// allocation taken as MiB, so every stream over a few MiB was refused.)
+func TestDiskFullExportIsCappedByTheSandboxDiskInGiB(t *testing.T) {
+	e := newTestEnv(t, nil)
+	l := e.acquire(nil)
+	id := *l.ProviderLeaseID
+	remote := l.Metadata["remoteCwd"].(string)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 4<<20/16)
+	dir := e.hostPath(l, remote+"/out")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.bin"), big, 0o644))
+	require.Less(t, e.info(id).Disk, 8, "a sandbox of a few GiB")
+	used, err := e.srv.DiskUsage(id)
+	require.NoError(t, err)
+	require.NoError(t, e.srv.SetDiskAllocation(id, used+64<<10))
+
+	back := filepath.Join(t.TempDir(), "back")
+	op := map[string]any{"operationId": "out", "files": []any{map[string]any{"sourcePath": remote + "/out", "targetPath": back, "kind": "directory"}}}
+	_, err = e.call("environmentSyncOut", with(e.base(nil), "lease", l, "operations", []any{op}))
+	require.NoError(t, err)
+	got, err := os.ReadFile(filepath.Join(back, "big.bin"))
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(big, got), "the tree came back whole")
+	assert.Positive(t, e.srv.CountRequests("POST", "/process/pty"), "through the terminal")
+}

@@ -223,6 +223,14 @@ func TestExcludeGlobs(t *testing.T) {
 	got := snapshotTree(t, filepath.Join(e.root, "x"))
 	assert.Equal(t, map[string]string{"keep.txt": "file 644 keep.txt", "a": "dir 755", "logs": "dir 755", "src": "dir 755"}, got)
 
+	// A directory written with its trailing slash, or from "./", is the
+	// same exclude. (Sample-8 bug 19: the slash kept, so "node_modules/"
+	// matched nothing and the tree was uploaded.)
+	ex2 := []string{"node_modules/", "*.log", "./build/"}
+	_, err = SyncIn(t.Context(), e.t, []Operation{{ID: "i", Files: []Mapping{{SourcePath: src, TargetPath: e.root + "/x2", Kind: KindDirectory, Exclude: ex2}}}}, Options{})
+	require.NoError(t, err)
+	assert.Equal(t, got, snapshotTree(t, filepath.Join(e.root, "x2")))
+
 	// Outbound excludes go to the sandbox's tar.
 	for _, p := range []string{"node_modules/m.js", "deep/cache.log", "ok.txt"} {
 		writeFile(t, filepath.Join(e.root, "y", p), p, 0o644)
