@@ -267,6 +267,29 @@ func TestDiskFullSingleFileExportStreamsThroughTerminal(t *testing.T) {
 	e.noScratchLeft(t, host)
 }
 
+// TestDiskFullSingleFileExportKeepsATrailingHole: a streamed file whose
+// last frames are all zeros is written with a hole there (seeks, not
+// writes) and must still end at its full size. (Sample-8 bug 18: the size
+// taken from the last frame alone, so the file was cut to one frame.)
+func TestDiskFullSingleFileExportKeepsATrailingHole(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	payload := append(randomBytes(t, 200<<10), make([]byte, 300<<10)...) // several frames of zeros last
+	require.NoError(t, os.WriteFile(filepath.Join(e.root, "tail.bin"), payload, 0o644))
+	e.fillSandbox(t, 16<<10)
+	host := t.TempDir()
+	res, err := SyncOut(t.Context(), e.t, []Operation{{ID: "o", Files: []Mapping{
+		{SourcePath: e.root + "/tail.bin", TargetPath: filepath.Join(host, "tail.bin"), Kind: KindFile},
+	}}}, Options{HostReserve: -1})
+	require.NoError(t, err)
+	assert.EqualValues(t, len(payload), res[0].BytesTransferred)
+	got, err := os.ReadFile(filepath.Join(host, "tail.bin"))
+	require.NoError(t, err)
+	assert.Equal(t, len(payload), len(got), "the whole size")
+	assert.True(t, bytes.Equal(payload, got), "the same bytes")
+	assert.Equal(t, 1, e.srv.CountRequests("POST", "/process/pty"), "through the terminal")
+}
+
 // TestSingleFileFallbackRechecksIdentity: the source is replaced (new
 // inode) while it streams; the sender reports 46 and the host refuses.
 func TestSingleFileFallbackRechecksIdentity(t *testing.T) {
