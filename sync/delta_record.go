@@ -32,8 +32,8 @@ import (
 // $XDG_CACHE_HOME (else ~/.cache)/paperclip-delta, else
 // $TMPDIR (else /tmp)/paperclip-delta-<uid>, whichever resolves outside
 // the root and is the sandbox user's; with neither, or without the tools
-// (GNU sort, join, cut, paste, grep -z, cksum, mktemp, touch -d), every
-// file is hashed as before.
+// (GNU sort, join, cut, paste, grep -z, cmp, mktemp), every file is hashed
+// as before.
 
 // recordKey is find's format of a regular file's record key.
 const recordKey = `%D:%i:%s:%T@:%C@`
